@@ -1,0 +1,345 @@
+#!/usr/bin/python
+# Copyright: moesweep developers
+# Apache License 2.0 (see LICENSE)
+
+DOCUMENTATION = r"""
+---
+module: gpu_facts
+short_description: Gather NVIDIA GPU, interconnect, virtualization and CUDA toolkit facts
+description:
+  - Runs C(nvidia-smi) (query, C(topo -m), the plain table for the driver's CUDA version),
+    C(nvcc --version) under the CUDA toolkit, and C(systemd-detect-virt) when present, and
+    returns them as C(ansible_facts.moesweep_gpu).
+  - Read-only; supports check mode.
+  - Fails when C(nvidia-smi) is absent or cannot talk to the driver, with its output attached.
+  - Mixed GPU models are reported (O(gpu_models), O(mixed_models)), never guessed away.
+version_added: 0.1.0
+author:
+  - moesweep developers
+options:
+  nvidia_smi_path:
+    description:
+      - Path to C(nvidia-smi). When unset it is looked up in E(PATH) and the usual sbin directories.
+    type: path
+  cuda_home:
+    description:
+      - CUDA toolkit root whose C(bin/nvcc) is queried.
+      - Defaults to E(CUDA_HOME) on the target, else C(/usr/local/cuda).
+    type: path
+  gather_processes:
+    description:
+      - Also list compute processes (C(--query-compute-apps)).
+    type: bool
+    default: true
+extends_documentation_fragment: []
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  facts:
+    support: full
+notes:
+  - Sets E(LC_ALL=C) for every command so the text parsed is the C locale's.
+  - Without C(systemd-detect-virt) (e.g. Firecracker VMs without systemd) the virtualization fact
+    falls back on C(/run/systemd/container), PID 1's C(container=) variable, DMI vendor/product and
+    the C(hypervisor) CPU flag; O(virtualization.source) says which decided.
+seealso:
+  - module: moesweep.sweep.sglang_preflight
+"""
+
+EXAMPLES = r"""
+- name: Gather GPU facts
+  moesweep.sweep.gpu_facts:
+
+- name: Use a CUDA 12.8 toolkit for nvcc and a non-standard nvidia-smi
+  moesweep.sweep.gpu_facts:
+    cuda_home: /usr/local/cuda-12.8
+    nvidia_smi_path: /opt/nvidia/bin/nvidia-smi
+
+- name: Show the SM and interconnect
+  ansible.builtin.debug:
+    msg: "{{ ansible_facts.moesweep_gpu.sm }} x{{ ansible_facts.moesweep_gpu.gpu_count }}
+          over {{ ansible_facts.moesweep_gpu.interconnect }}"
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts to add to ansible_facts.
+  returned: always
+  type: complex
+  contains:
+    moesweep_gpu:
+      description: GPU host facts.
+      returned: always
+      type: complex
+      contains:
+        gpu_count:
+          description: Number of GPUs nvidia-smi lists.
+          type: int
+          sample: 8
+        gpus:
+          description: One entry per GPU, in index order.
+          type: list
+          elements: dict
+          contains:
+            index: {description: GPU index., type: int, sample: 0}
+            name: {description: Model name., type: str, sample: NVIDIA RTX PRO 6000 Blackwell Server Edition}
+            pci_bus_id: {description: PCI bus id., type: str, sample: "00000000:00:06.0"}
+            compute_cap: {description: Compute capability., type: str, sample: "12.0"}
+            sm: {description: SM string derived from compute_cap., type: str, sample: sm120}
+            memory_total_mib: {description: Total memory (MiB)., type: int, sample: 97887}
+            memory_used_mib: {description: Used memory (MiB)., type: int, sample: 0}
+            driver_version: {description: Driver version., type: str, sample: 580.159.04}
+            power_limit_w: {description: Current power limit (W)., type: float, sample: 600.0}
+            power_max_limit_w: {description: Maximum settable power limit (W)., type: float, sample: 600.0}
+            pcie_gen_current: {description: Current PCIe generation., type: int, sample: 5}
+            pcie_gen_max: {description: Maximum PCIe generation., type: int, sample: 5}
+            pcie_width_current: {description: Current PCIe link width., type: int, sample: 16}
+            pcie_width_max: {description: Maximum PCIe link width., type: int, sample: 16}
+            persistence_mode: {description: Persistence mode on., type: bool, sample: true}
+            mig_mode: {description: MIG mode on (null where not supported)., type: bool, sample: false}
+        gpu_models:
+          description: Distinct model names, in index order.
+          type: list
+          elements: str
+          sample: [NVIDIA H200]
+        mixed_models:
+          description: True when more than one GPU model is present.
+          type: bool
+          sample: false
+        sm:
+          description: The SM string shared by every GPU; null when they differ.
+          type: str
+          sample: sm90
+        compute_cap:
+          description: The compute capability shared by every GPU; null when they differ.
+          type: str
+          sample: "9.0"
+        driver_version:
+          description: NVIDIA driver version.
+          type: str
+          sample: 580.159.04
+        driver_cuda_version:
+          description: Highest CUDA version the driver supports (plain nvidia-smi header); null if not shown.
+          type: str
+          sample: "13.0"
+        interconnect:
+          description: >-
+            GPU-to-GPU interconnect from C(nvidia-smi topo -m): V(nvlink) (all pairs NV#),
+            V(pcie-pix), V(pcie-pxb), V(pcie-phb), V(pcie-node), V(pcie-sys) (no NVLink; the
+            farthest PCIe level seen), V(mixed) (NVLink and PCIe pairs), V(single), V(unknown).
+          type: str
+          sample: nvlink
+        interconnect_pairs:
+          description: Number of unordered GPU pairs per link class.
+          type: dict
+          sample: {nvlink: 1}
+        topology:
+          description: The parsed C(topo -m) matrix (links, cpu_affinity, numa_affinity per GPU).
+          type: dict
+          sample: {links: {GPU0: {GPU1: NV18}}, cpu_affinity: {GPU0: 0-31}, numa_affinity: {GPU0: "0"}}
+        processes:
+          description: Compute processes using the GPUs (empty when none, or not gathered).
+          type: list
+          elements: dict
+          sample:
+            - pid: 1234
+              process_name: "sglang::scheduler_TP0"
+              used_memory_mib: 81234
+              gpu_bus_id: "00000000:00:06.0"
+        virtualization:
+          description: >-
+            C(type) (systemd-detect-virt vocabulary: V(none), V(kvm), V(qemu), V(systemd-nspawn), ...; V(vm)
+            when only the hypervisor CPU flag says so; V(unknown)), C(kind) (V(none), V(vm), V(container),
+            V(unknown)) and C(source) (which evidence decided).
+          type: dict
+          sample: {type: kvm, kind: vm, source: systemd-detect-virt}
+        cuda_home:
+          description: The CUDA toolkit root looked at.
+          type: str
+          sample: /usr/local/cuda
+        cuda_toolkit:
+          description: C(nvcc --version) under cuda_home; nulls when nvcc is absent.
+          type: dict
+          sample: {nvcc: /usr/local/cuda/bin/nvcc, release: "12.8", version: 12.8.93}
+        cpu_count:
+          description: Logical CPUs usable by this process.
+          type: int
+          sample: 32
+        numa_nodes:
+          description: Online NUMA node ids.
+          type: list
+          elements: int
+          sample: [0]
+        nvidia_smi:
+          description: Path of the nvidia-smi that was run.
+          type: str
+          sample: /usr/bin/nvidia-smi
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.moesweep.sweep.plugins.module_utils import nvidia_smi as smi
+
+SBIN_DIRS = ["/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/local/nvidia/bin", "/usr/lib/wsl/lib"]
+
+
+def _read(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def _fail_if_driver_failed(module, cmd, rc, out, err):
+    failure = smi.detect_driver_failure(out, err)
+    if failure or rc != 0:
+        host = os.uname()[1]
+        reason = failure or f"nvidia-smi exited {rc}"
+        module.fail_json(
+            msg=f"NVIDIA driver not usable on {host}: {reason}",
+            cmd=" ".join(cmd),
+            rc=rc,
+            stdout=out,
+            stderr=err,
+        )
+
+
+def gather_virtualization(module):
+    detect = module.get_bin_path("systemd-detect-virt")
+    detect_out = None
+    if detect:
+        # exit 1 with "none" when not virtualized: both are answers.
+        _rc, detect_out, _err = module.run_command([detect])
+    container = _read("/run/systemd/container")
+    if not container:
+        environ = _read("/proc/1/environ") or ""
+        for item in environ.split("\x00"):
+            if item.startswith("container="):
+                container = item.split("=", 1)[1]
+    dmi = "\n".join(
+        x for x in (_read("/sys/class/dmi/id/sys_vendor"), _read("/sys/class/dmi/id/product_name")) if x
+    )
+    return smi.classify_virtualization(detect_out, container, dmi, _read("/proc/cpuinfo"))
+
+
+def gather_cuda_toolkit(module, cuda_home):
+    nvcc = os.path.join(cuda_home, "bin", "nvcc")
+    result = {"nvcc": None, "release": None, "version": None}
+    if not os.access(nvcc, os.X_OK):
+        return result
+    rc, out, _err = module.run_command([nvcc, "--version"])
+    result["nvcc"] = nvcc
+    if rc == 0:
+        result.update(smi.parse_nvcc_version(out))
+    return result
+
+
+def gather_cpus():
+    try:
+        count = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        count = os.cpu_count()
+    online = _read("/sys/devices/system/node/online")
+    nodes = smi.parse_cpu_list(online) if online else [0]
+    return count, nodes
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            nvidia_smi_path=dict(type="path"),
+            cuda_home=dict(type="path"),
+            gather_processes=dict(type="bool", default=True),
+        ),
+        supports_check_mode=True,
+    )
+    module.run_command_environ_update = dict(LANG="C", LC_ALL="C", LC_MESSAGES="C", LC_CTYPE="C")
+
+    nvidia_smi = module.params["nvidia_smi_path"]
+    if nvidia_smi:
+        if not os.access(nvidia_smi, os.X_OK):
+            module.fail_json(
+                msg=f"no NVIDIA driver found on {os.uname()[1]} "
+                f"(nvidia_smi_path {nvidia_smi} is not executable)"
+            )
+    else:
+        nvidia_smi = module.get_bin_path("nvidia-smi", opt_dirs=SBIN_DIRS)
+        if not nvidia_smi:
+            module.fail_json(
+                msg="no NVIDIA driver found on {} (nvidia-smi not in PATH nor in {}); install the driver "
+                "or set nvidia_smi_path".format(os.uname()[1], ", ".join(SBIN_DIRS))
+            )
+
+    cmd = [nvidia_smi, "--query-gpu=" + ",".join(smi.QUERY_GPU_FIELDS), "--format=csv,nounits"]
+    rc, out, err = module.run_command(cmd)
+    _fail_if_driver_failed(module, cmd, rc, out, err)
+    gpus = smi.parse_query_gpu(out)
+    if not gpus:
+        module.fail_json(
+            msg=f"nvidia-smi listed no GPU on {os.uname()[1]}",
+            cmd=" ".join(cmd),
+            rc=rc,
+            stdout=out,
+            stderr=err,
+        )
+
+    header_cmd = [nvidia_smi]
+    rc, out, err = module.run_command(header_cmd)
+    _fail_if_driver_failed(module, header_cmd, rc, out, err)
+    header = smi.parse_smi_header(out)
+
+    topo_cmd = [nvidia_smi, "topo", "-m"]
+    rc, out, err = module.run_command(topo_cmd)
+    topology = (
+        smi.parse_topo_matrix(out) if rc == 0 else {"links": {}, "cpu_affinity": {}, "numa_affinity": {}}
+    )
+    if len(gpus) == 1:
+        interconnect, pairs = "single", {}
+    else:
+        interconnect, pairs = smi.summarise_interconnect(topology)
+
+    processes = []
+    if module.params["gather_processes"]:
+        apps_cmd = [
+            nvidia_smi,
+            "--query-compute-apps=" + ",".join(smi.QUERY_APPS_FIELDS),
+            "--format=csv,nounits",
+        ]
+        rc, out, err = module.run_command(apps_cmd)
+        if rc == 0:
+            processes = smi.parse_compute_apps(out)
+
+    cuda_home = module.params["cuda_home"] or os.environ.get("CUDA_HOME") or "/usr/local/cuda"
+    models, mixed = smi.summarise_models(gpus)
+    caps = set(g["compute_cap"] for g in gpus)
+    cpu_count, numa_nodes = gather_cpus()
+
+    facts = dict(
+        gpu_count=len(gpus),
+        gpus=gpus,
+        gpu_models=models,
+        mixed_models=mixed,
+        sm=smi.summarise_sm(gpus),
+        compute_cap=caps.pop() if len(caps) == 1 else None,
+        driver_version=gpus[0].get("driver_version") or header["driver_version"],
+        driver_cuda_version=header["cuda_version"],
+        interconnect=interconnect,
+        interconnect_pairs=pairs,
+        topology=topology,
+        processes=processes,
+        virtualization=gather_virtualization(module),
+        cuda_home=cuda_home,
+        cuda_toolkit=gather_cuda_toolkit(module, cuda_home),
+        cpu_count=cpu_count,
+        numa_nodes=numa_nodes,
+        nvidia_smi=nvidia_smi,
+    )
+    module.exit_json(changed=False, ansible_facts=dict(moesweep_gpu=facts))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,195 @@
+"""gpu_facts with run_command / get_bin_path patched to replay real recorded output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+import moesweep._collection  # noqa: F401
+
+# isort: split
+from ansible_collections.moesweep.sweep.plugins.modules import gpu_facts
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi"
+H200 = FIX / "h200-x2"
+RTX = FIX / "rtx-pro-6000-public"
+FAIL = FIX / "driver-failure"
+
+
+class ExitJson(Exception):
+    pass
+
+
+class FailJson(Exception):
+    pass
+
+
+def exit_json(self, **kwargs):
+    raise ExitJson(kwargs)
+
+
+def fail_json(self, msg, **kwargs):
+    kwargs["msg"] = msg
+    raise FailJson(kwargs)
+
+
+@pytest.fixture(autouse=True)
+def patched_exits(monkeypatch):
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+
+
+def h200_query() -> str:
+    return "\n".join((H200 / "query-gpu.csv").read_text().splitlines()[:3]) + "\n"
+
+
+def replay(outputs, calls=None, environ=None):
+    """A run_command that answers by the argv shape, recording each call and its environment."""
+
+    def run_command(self, args, **kwargs):
+        if calls is not None:
+            calls.append(list(args))
+        if environ is not None:
+            environ.append(dict(self.run_command_environ_update))
+        key = args[1].split("=")[0] if len(args) > 1 else "plain"
+        if args[0].endswith("nvcc"):
+            key = "nvcc"
+        elif args[0].endswith("systemd-detect-virt"):
+            key = "virt"
+        elif key == "topo":
+            key = "topo"
+        return outputs.get(key, (0, "", ""))
+
+    return run_command
+
+
+H200_OUTPUTS = {
+    "--query-gpu": (0, h200_query(), ""),
+    "plain": (0, (H200 / "nvidia-smi.txt").read_text(), ""),
+    "topo": (0, (H200 / "topo-m.txt").read_text(), ""),
+    "--query-compute-apps": (0, "gpu_bus_id, pid, process_name, used_memory [MiB]\n", ""),
+}
+
+
+def bin_path(found):
+    def get_bin_path(self, name, required=False, opt_dirs=None):
+        return found.get(name)
+
+    return get_bin_path
+
+
+def run_module(args, outputs, found, reads=None, nvcc_ok=False):
+    calls, environ = [], []
+    reads = reads or {}
+    real_access = gpu_facts.os.access
+
+    def access(path, mode):
+        if str(path).endswith("/bin/nvcc"):
+            return nvcc_ok
+        return real_access(path, mode)
+
+    with (
+        patch_module_args(args),
+        mock.patch.object(basic.AnsibleModule, "run_command", replay(outputs, calls, environ)),
+        mock.patch.object(basic.AnsibleModule, "get_bin_path", bin_path(found)),
+        mock.patch.object(gpu_facts, "_read", lambda p: reads.get(p)),
+        mock.patch.object(gpu_facts.os, "access", access),
+    ):
+        with pytest.raises((ExitJson, FailJson)) as exc:
+            gpu_facts.main()
+    return exc, calls, environ
+
+
+def test_h200_facts_from_real_output():
+    outputs = dict(H200_OUTPUTS)
+    outputs["nvcc"] = (0, "Cuda compilation tools, release 12.8, V12.8.93\n", "")
+    reads = {"/sys/devices/system/node/online": "0\n", "/sys/class/dmi/id/sys_vendor": "Firecracker\n"}
+    exc, calls, environ = run_module(
+        {"cuda_home": "/usr/local/cuda-12.8"},
+        outputs,
+        {"nvidia-smi": "/usr/bin/nvidia-smi"},
+        reads,
+        nvcc_ok=True,
+    )
+    assert exc.type is ExitJson
+    result = exc.value.args[0]
+    assert result["changed"] is False
+    facts = result["ansible_facts"]["moesweep_gpu"]
+    assert facts["gpu_count"] == 2
+    assert facts["sm"] == "sm90" and facts["compute_cap"] == "9.0"
+    assert facts["gpu_models"] == ["NVIDIA H200"] and facts["mixed_models"] is False
+    assert facts["driver_version"] == "580.159.04" and facts["driver_cuda_version"] == "13.0"
+    assert facts["interconnect"] == "nvlink" and facts["interconnect_pairs"] == {"nvlink": 1}
+    assert facts["gpus"][1]["pci_bus_id"] == "00000000:00:07.0"
+    assert facts["gpus"][0]["power_max_limit_w"] == 700.0
+    assert facts["processes"] == []
+    # systemd-detect-virt absent on that Firecracker VM: DMI decides
+    assert facts["virtualization"] == {"type": "firecracker", "kind": "vm", "source": "dmi"}
+    assert facts["cuda_toolkit"] == {
+        "nvcc": "/usr/local/cuda-12.8/bin/nvcc",
+        "release": "12.8",
+        "version": "12.8.93",
+    }
+    assert facts["numa_nodes"] == [0] and facts["cpu_count"] >= 1
+    assert calls[0][1].startswith("--query-gpu=index,name,pci.bus_id,compute_cap")
+    assert all(env["LC_ALL"] == "C" for env in environ)
+    json.dumps(result)  # facts must be serialisable
+
+
+def test_check_mode_runs_read_only():
+    exc, calls, _ = run_module(
+        {"_ansible_check_mode": True}, H200_OUTPUTS, {"nvidia-smi": "/usr/bin/nvidia-smi"}
+    )
+    assert exc.type is ExitJson and exc.value.args[0]["changed"] is False
+    assert all(c[0] in ("/usr/bin/nvidia-smi",) for c in calls)
+
+
+def test_systemd_detect_virt_used_when_present():
+    outputs = dict(H200_OUTPUTS, virt=(0, "kvm\n", ""))
+    found = {"nvidia-smi": "/usr/bin/nvidia-smi", "systemd-detect-virt": "/usr/bin/systemd-detect-virt"}
+    exc, _, _ = run_module({}, outputs, found)
+    assert exc.value.args[0]["ansible_facts"]["moesweep_gpu"]["virtualization"]["type"] == "kvm"
+
+
+def test_pcie_phb_from_public_rtx_topology_and_mixed_models():
+    query = (
+        "index, name, pci.bus_id, compute_cap, memory.total [MiB], memory.used [MiB]\n"
+        "0, NVIDIA RTX PRO 6000 Blackwell Workstation Edition, 00000000:01:00.0, 12.0, 97887 MiB, 0 MiB\n"
+        "1, NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition, 00000000:02:00.0, 12.0, "
+        "97887 MiB, 0 MiB\n"
+    )
+    outputs = dict(H200_OUTPUTS)
+    outputs["--query-gpu"] = (0, query, "")
+    outputs["topo"] = (0, (RTX / "topo-m-2x-workstation.txt").read_text(), "")
+    exc, _, _ = run_module({}, outputs, {"nvidia-smi": "/usr/bin/nvidia-smi"})
+    facts = exc.value.args[0]["ansible_facts"]["moesweep_gpu"]
+    assert facts["sm"] == "sm120" and facts["interconnect"] == "pcie-phb"
+    assert facts["mixed_models"] is True and len(facts["gpu_models"]) == 2
+
+
+def test_no_nvidia_smi_fails_clearly():
+    exc, _, _ = run_module({}, H200_OUTPUTS, {})
+    assert exc.type is FailJson
+    assert exc.value.args[0]["msg"].startswith("no NVIDIA driver found on ")
+    assert "nvidia-smi not in PATH" in exc.value.args[0]["msg"]
+
+
+@pytest.mark.parametrize("name", ["nvidia-smi-not-loaded.txt", "nvml-version-mismatch.txt"])
+def test_driver_not_loaded_attaches_real_text(name):
+    text = (FAIL / name).read_text()
+    outputs = {"--query-gpu": (9, text, "")}
+    exc, _, _ = run_module({}, outputs, {"nvidia-smi": "/usr/bin/nvidia-smi"})
+    assert exc.type is FailJson
+    res = exc.value.args[0]
+    assert text.splitlines()[0].strip() in res["msg"]
+    assert res["stdout"] == text and res["rc"] == 9 and "stderr" in res
+
+
+def test_nvidia_smi_path_must_be_executable(tmp_path):
+    exc, _, _ = run_module({"nvidia_smi_path": str(tmp_path / "nope")}, H200_OUTPUTS, {})
+    assert exc.type is FailJson and "nvidia_smi_path" in exc.value.args[0]["msg"]
