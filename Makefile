@@ -1,0 +1,49 @@
+# moesweep: the two commands a new user runs are `make demo` and `make test` (see README).
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.moesweep-installed
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+SIM_DEBS := systemd-container debootstrap zstd iproute2 openssh-client apt-utils dpkg-dev gnupg
+
+.PHONY: venv sim-deps lint unit test demo demo-down clean
+
+$(STAMP): requirements-controller.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements-controller.txt
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps -e .
+	touch $@
+
+venv: $(STAMP)
+
+# Debian packages the simulated hosts need on this machine (root; Debian archives only).
+sim-deps:
+	@missing=""; for p in $(SIM_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/yamllint -s .
+	$(BIN)/ansible-lint --profile production -q
+
+unit: venv
+	$(BIN)/pytest -q -m "not hosts and not slow" tests/unit
+
+test: venv sim-deps lint
+	$(BIN)/pytest -q -ra --durations=15 tests
+
+# Boot the embedded default (a simulated 8x RTX PRO 6000 host) and run the main job on it.
+demo: venv sim-deps
+	$(BIN)/moesweep sim up --hosts 1
+	$(BIN)/moesweep demo
+
+demo-down: venv
+	$(BIN)/moesweep sim down
+
+clean:
+	-$(BIN)/moesweep sim down --all
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,130 @@
+"""Shared pytest fixtures.
+
+Simulated hosts are expensive to boot (~1-3 s each, plus Ansible's first connection), so tests
+share them per session where that stays honest: a test that changes a host's state (installs,
+faults, running servers) either cleans up after itself or asks for its own cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "collections"))
+sys.path.insert(0, str(REPO / "tests"))
+
+
+def _can_boot_hosts() -> str | None:
+    if os.geteuid() != 0:
+        return "simulated hosts need root"
+    for tool in ("systemd-nspawn", "debootstrap", "ip", "nsenter"):
+        if shutil.which(tool) is None:
+            return f"{tool} missing (make sim-deps)"
+    return None
+
+
+@dataclass
+class SimCluster:
+    name: str
+    inventory: Path
+    hosts: list
+
+    @property
+    def names(self) -> list[str]:
+        return [h.name for h in self.hosts]
+
+    def ansible(self, *args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+        return run_ansible("ansible", "-i", str(self.inventory), *args, check=check, env=env)
+
+    def playbook(self, *args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+        return run_ansible("ansible-playbook", "-i", str(self.inventory), *args, check=check, env=env)
+
+    def sh(self, host: str, script: str, check: bool = False, timeout: float = 60) -> subprocess.CompletedProcess:
+        """Run a shell snippet inside a host without SSH (nsenter)."""
+        from moesweep.sim import hosts
+
+        return hosts.nsenter(host, "/bin/sh", "-c", script, check=check, timeout=timeout)
+
+
+def run_ansible(tool: str, *args: str, check: bool = True, env: dict | None = None):
+    full_env = dict(os.environ)
+    full_env.update(
+        ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
+        ANSIBLE_DEPRECATION_WARNINGS="False",
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_FORCE_COLOR="0",
+        PATH=f"{Path(sys.executable).parent}:{full_env.get('PATH', '')}",
+    )
+    full_env.update(env or {})
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / tool), *args],
+        cwd=REPO,
+        env=full_env,
+        text=True,
+        capture_output=True,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"{tool} {' '.join(args)} failed rc={proc.returncode}\n--- stdout\n{proc.stdout[-6000:]}\n"
+            f"--- stderr\n{proc.stderr[-3000:]}"
+        )
+    return proc
+
+
+class _ClusterFactory:
+    def __init__(self, tmp_root: Path):
+        self._made: dict[tuple, SimCluster] = {}
+        self._tmp = tmp_root
+
+    def __call__(self, name: str, hosts: int = 1, **profile) -> SimCluster:
+        from moesweep.sim import hosts as simhosts
+
+        key = (name, hosts, tuple(sorted((k, str(v)) for k, v in profile.items())))
+        if key in self._made:
+            return self._made[key]
+        inventory = self._tmp / f"{name}.yml"
+        res = simhosts.up(n=hosts, cluster=name, inventory=inventory, log=lambda m: None, **profile)
+        cluster = SimCluster(name, res.inventory, res.hosts)
+        self._made[key] = cluster
+        return cluster
+
+    def teardown(self) -> None:
+        from moesweep.sim import hosts as simhosts
+
+        for name in {c.name for c in self._made.values()}:
+            simhosts.down(cluster=name, log=lambda m: None)
+
+
+@pytest.fixture(scope="session")
+def sim_clusters(tmp_path_factory):
+    """Factory: ``sim_clusters("name", hosts=2, gpu="h200", cuda_toolkits=[])`` boots (once per
+    session) a named set of simulated hosts and returns a SimCluster; all are powered off at the end."""
+    reason = _can_boot_hosts()
+    if reason:
+        pytest.skip(reason)
+    factory = _ClusterFactory(tmp_path_factory.mktemp("sim-inventories"))
+    yield factory
+    factory.teardown()
+
+
+@pytest.fixture(scope="session")
+def sim_hosts(sim_clusters) -> SimCluster:
+    """Two simulated 8x RTX PRO 6000 (SM120) hosts with sglang 0.5.9 and CUDA 12.8 + 13.1 toolkits,
+    the seeds' VM. Shared by the session: tests must leave them as they found them."""
+    return sim_clusters("shared", hosts=2)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "sim_hosts" in getattr(item, "fixturenames", ()) or "sim_clusters" in getattr(
+            item, "fixturenames", ()
+        ):
+            item.add_marker(pytest.mark.hosts)
