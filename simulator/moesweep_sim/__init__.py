@@ -1,0 +1,1 @@
+"""moesweep simulated GPU host: SGLang-compatible server, nvidia-smi, nvcc (stdlib only)."""
