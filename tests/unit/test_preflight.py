@@ -1,0 +1,148 @@
+"""The sglang_preflight action: refusal, force, caveats as warnings, bad input; and ansible-doc rendering."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from ansible.errors import AnsibleActionFail
+
+import moesweep._collection  # noqa: F401
+
+# isort: split
+from ansible_collections.moesweep.sweep.plugins.action import sglang_preflight as action
+
+REPO = Path(__file__).resolve().parents[2]
+SM120 = {
+    "sm": "sm120",
+    "gpu_count": 8,
+    "interconnect": "pcie-phb",
+    "virtualization": {"kind": "vm", "type": "kvm"},
+    "cuda_toolkit": {"release": "12.8"},
+}
+SM90_H200 = {"sm": "sm90", "gpu_count": 2, "interconnect": "nvlink", "virtualization": {"kind": "vm"}}
+
+
+def run_action(args, task_vars=None):
+    task = mock.MagicMock()
+    task.args = args
+    task.check_mode = False
+    plugin = action.ActionModule(
+        task, mock.MagicMock(), mock.MagicMock(), loader=None, templar=None, shared_loader_obj=None
+    )
+    with mock.patch.object(action.ActionBase, "run", return_value={}):
+        return plugin.run(task_vars=task_vars or {})
+
+
+def test_refuses_trtllm_on_sm120_naming_everything():
+    res = run_action(
+        {
+            "backend": "flashinfer_trtllm",
+            "quantization": "modelopt_fp4",
+            "sglang_version": "0.5.9",
+            "gpu_facts": SM120,
+            "flags": {"tp-size": 8},
+        }
+    )
+    assert res["failed"] is True and res["verdict"] == "unsupported" and res["forced"] is False
+    for word in ("flashinfer_trtllm", "sm120", "SM100", "source:", "flashinfer_cutlass", "major versions [10]"):
+        assert word in res["msg"]
+    assert res["advice"]["env"]["NCCL_P2P_LEVEL"] == "PHB"
+    json.dumps(res)
+
+
+def test_refuses_trtllm_nvfp4_on_h200_sm90():
+    res = run_action(
+        {
+            "backend": "flashinfer_trtllm",
+            "quantization": "modelopt_fp4",
+            "sglang_version": "0.5.9",
+            "gpu_facts": {"moesweep_gpu": SM90_H200},
+        }
+    )
+    assert res["failed"] and res["sm"] == "sm90" and "marlin on SM80+" in res["msg"]
+
+
+def test_force_overrides_and_is_recorded():
+    res = run_action(
+        {
+            "backend": "flashinfer_trtllm",
+            "quantization": "modelopt_fp4",
+            "sglang_version": "0.5.9",
+            "gpu_facts": SM120,
+            "force": True,
+        }
+    )
+    assert "failed" not in res and res["forced"] is True and res["verdict"] == "unsupported"
+    assert res["msg"].startswith("FORCED")
+
+
+def test_caveat_is_a_warning_not_a_failure_and_facts_from_host():
+    res = run_action(
+        {"backend": "flashinfer_cutedsl", "quantization": "modelopt_fp4", "sglang_version": "0.5.9"},
+        task_vars={"ansible_facts": {"moesweep_gpu": SM120}},
+    )
+    assert "failed" not in res and res["verdict"] == "caveat"
+    assert any("cutlass_moe_fp4" in w for w in res["preflight_warnings"])
+
+
+def test_unknown_backend_lists_valid_choices():
+    res = run_action(
+        {"backend": "flashinfer_trtlm", "quantization": "modelopt_fp4", "sglang_version": "0.5.9", "gpu_facts": SM120}
+    )
+    assert res["failed"] and "valid choices: auto, deep_gemm" in res["msg"]
+
+
+def test_flag_unknown_to_the_version():
+    res = run_action(
+        {
+            "backend": "flashinfer_cutlass",
+            "quantization": "modelopt_fp4",
+            "sglang_version": "0.5.23",
+            "gpu_facts": dict(SM120, cuda_toolkit={"release": "13.0"}),
+            "flags": {"nsa-decode-backend": "trtllm"},
+        }
+    )
+    assert res["failed"] and "nsa-decode-backend" in res["msg"] and "--dsa-decode-backend" in res["msg"]
+
+
+def test_quantization_the_backend_rejects():
+    res = run_action(
+        {
+            "backend": "flashinfer_cutedsl",
+            "quantization": "fp8",
+            "sglang_version": "0.5.23",
+            "gpu_facts": {"sm": "sm100"},
+        }
+    )
+    assert res["failed"] and "cutedsl-quant-assert" in res["msg"]
+
+
+def test_backend_given_as_list():
+    with pytest.raises(AnsibleActionFail, match="backend must be one"):
+        run_action({"backend": ["flashinfer_cutlass", "triton"], "sglang_version": "0.5.9", "gpu_facts": SM120})
+
+
+def test_missing_required_argument():
+    with pytest.raises(AnsibleActionFail, match="sglang_version"):
+        run_action({"backend": "triton"})
+
+
+@pytest.mark.parametrize("name", ["gpu_facts", "sglang_preflight"])
+def test_ansible_doc_renders(name):
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-doc"), "-t", "module", "--json", f"moesweep.sweep.{name}"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    doc = json.loads(out.stdout)[f"moesweep.sweep.{name}"]
+    assert doc["doc"]["module"] == name and doc["examples"] and doc["return"]
