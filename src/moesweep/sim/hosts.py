@@ -423,6 +423,7 @@ def render_inventory(hosts: list[Host], key: Path) -> str:
             f"          moesweep_sim_sglang_version: \"{h.sglang_version}\"",
             f"          moesweep_sim_cuda_toolkits: {json.dumps(h.cuda_toolkits)}",
             f"          moesweep_sim_gateway: {h.gateway}",
+            f"          moesweep_sglang_version: \"{h.sglang_version}\"",
         ]
     lines += [
         "      vars:",
@@ -430,6 +431,8 @@ def render_inventory(hosts: list[Host], key: Path) -> str:
         f"        ansible_ssh_private_key_file: {key}",
         "        ansible_python_interpreter: /usr/bin/python3",
         "        moesweep_simulated: true",
+        "        # The only difference from a real host's unit: ExecStart runs the simulator.",
+        "        moesweep_sglang_command: [/opt/moesweep-sim/bin/sglang-sim]",
         "",
     ]
     return "\n".join(lines)
