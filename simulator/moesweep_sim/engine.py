@@ -1,0 +1,198 @@
+"""Continuous-batching scheduler of the simulated server (one loop thread, like sglang's
+Scheduler.event_loop_normal): prefill batches for newly arrived requests, otherwise one decode
+step for every running request.  Step durations come from tokenmodel; a virtual clock keeps the
+long-run rate exact even when sleeps overshoot on a loaded machine."""
+
+from __future__ import annotations
+
+import hashlib
+import queue
+import threading
+import time
+import uuid
+
+from . import tokenmodel
+
+# Output vocabulary: the words of the test tokenizer (w000..w399), so generated text round-trips
+# through a WordLevel whitespace tokenizer one word = one token.
+VOCAB = [f"w{i:03d}" for i in range(400)]
+TOKEN_ID_BASE = 1000  # simulated token ids: TOKEN_ID_BASE + index into VOCAB
+
+
+def count_prompt_tokens(text: str) -> int:
+    """Prompt tokens = whitespace-separated words (documented approximation; the bench client's
+    tokenizer is a WordLevel/WhitespaceSplit tokenizer, so its counts match)."""
+    return len(text.split())
+
+
+class Req:
+    def __init__(self, prompt_tokens: int, max_new: int, ignore_eos: bool, seed: str, rid: str | None = None,
+                 count_in_metrics: bool = True):
+        self.rid = rid or uuid.uuid4().hex
+        self.prompt_tokens = max(1, prompt_tokens)
+        self.max_new = max(0, int(max_new))
+        self.ignore_eos = ignore_eos
+        h = int(hashlib.sha256(seed.encode()).hexdigest()[:8], 16)
+        self.seed = h
+        # without ignore_eos the simulated model "emits EOS" after a deterministic length
+        self.eos_at = None if ignore_eos else 8 + h % 57
+        self.out_ids: list[int] = []
+        self.created = time.time()
+        self.first_token_time = None
+        self.finished_time = None
+        self.finish_reason = None
+        self.events: queue.Queue = queue.Queue()
+        self.count_in_metrics = count_in_metrics
+        self.aborted = False
+
+    def next_token(self, garbage: bool) -> int:
+        k = len(self.out_ids)
+        idx = self.seed % len(VOCAB) if garbage else (self.seed + 7 * k + k * k) % len(VOCAB)
+        return TOKEN_ID_BASE + idx
+
+    @property
+    def text(self) -> str:
+        return " ".join(VOCAB[i - TOKEN_ID_BASE] for i in self.out_ids)
+
+
+class Engine:
+    def __init__(self, backend: str, gpu_model: str, max_running: int, max_total_tokens: int,
+                 decode_log_interval: int, log, garbage: bool = False):
+        self.base, self.alpha, self.prefill_rate = tokenmodel.params(backend, gpu_model)
+        self.max_running = max(1, max_running)
+        self.max_total_tokens = max(1, max_total_tokens)
+        self.decode_log_interval = max(1, decode_log_interval)
+        self.log = log  # callable(kind, **fields)
+        self.garbage = garbage
+        self.cond = threading.Condition()
+        self.waiting: list[Req] = []
+        self.running: list[Req] = []
+        self.stop = False
+        self.crash_hook = None  # callable() -> bool; True = crash instead of running the batch
+        self.last_gen_throughput = 0.0
+        self.stats = {"prompt_tokens": 0, "generation_tokens": 0, "requests": 0, "cached_tokens": 0}
+        self.busy_until = 0.0
+        self._thread = threading.Thread(target=self._loop, name="scheduler", daemon=True)
+
+    def start(self):
+        self._thread.start()
+
+    def submit(self, req: Req):
+        with self.cond:
+            self.waiting.append(req)
+            self.cond.notify()
+
+    def num_unfinished(self) -> int:
+        with self.cond:
+            return len(self.waiting) + len(self.running)
+
+    def token_usage(self) -> tuple[int, float]:
+        used = sum(r.prompt_tokens + len(r.out_ids) for r in self.running)
+        return used, used / self.max_total_tokens
+
+    def flush_cache(self) -> bool:
+        with self.cond:
+            return not self.waiting and not self.running
+
+    # ------------------------------------------------------------------ loop
+    def _loop(self):
+        clock = None  # virtual time of the end of the last batch
+        decode_ct = 0
+        last_log_t = time.monotonic()
+        last_log_tokens = 0
+        gen_tokens = 0
+        while True:
+            with self.cond:
+                while not self.stop and not self.waiting and not self.running:
+                    clock = None
+                    self.cond.wait()
+                if self.stop:
+                    return
+                new = []
+                while self.waiting and len(self.running) + len(new) < self.max_running:
+                    new.append(self.waiting.pop(0))
+                n_running = len(self.running)
+            now = time.monotonic()
+            if clock is None or now - clock > 0.5:
+                clock = now  # idle or hopelessly behind: restart the virtual clock
+            if self.crash_hook is not None and self.crash_hook(new):
+                return
+            if new:
+                tokens = sum(r.prompt_tokens for r in new)
+                dt = tokens / self.prefill_rate
+                clock += dt
+                self._sleep_until(clock)
+                with self.cond:
+                    queue_len = len(self.waiting)
+                    used, usage = self.token_usage()
+                self.log("prefill", new_seq=len(new), new_tok=tokens, cached=0, usage=usage,
+                         running=n_running, queue=queue_len, thr=tokens / dt if dt > 0 else 0.0)
+                for r in new:
+                    if r.count_in_metrics:
+                        self.stats["prompt_tokens"] += r.prompt_tokens
+                    r.first_token_time = time.time()
+                    with self.cond:
+                        self.running.append(r)
+                    self._emit(r)
+                    gen_tokens += 1
+                continue
+            with self.cond:
+                batch = list(self.running)
+            n = len(batch)
+            dt = tokenmodel.step_time(n, self.base, self.alpha)
+            clock += dt
+            self._sleep_until(clock)
+            for r in batch:
+                self._emit(r)
+            gen_tokens += n
+            decode_ct += 1
+            if decode_ct % self.decode_log_interval == 0:
+                t = time.monotonic()
+                self.last_gen_throughput = (gen_tokens - last_log_tokens) / max(1e-9, t - last_log_t)
+                last_log_t, last_log_tokens = t, gen_tokens
+                with self.cond:
+                    used, usage = self.token_usage()
+                    qn = len(self.waiting)
+                    rn = len(self.running)
+                self.log("decode", running=rn, tokens=used, usage=usage, thr=self.last_gen_throughput, queue=qn)
+
+    @staticmethod
+    def _sleep_until(t: float):
+        while True:
+            d = t - time.monotonic()
+            if d <= 0:
+                return
+            time.sleep(d)
+
+    def _emit(self, r: Req):
+        """Give request r its next token (or finish it without one when max_new is 0)."""
+        if r.aborted:
+            self._finish(r, {"type": "abort", "message": "client disconnected", "status_code": 400,
+                             "err_type": None})
+            return
+        if r.max_new > 0:
+            r.out_ids.append(r.next_token(self.garbage))
+            if r.count_in_metrics:
+                self.stats["generation_tokens"] += 1
+        k = len(r.out_ids)
+        if r.eos_at is not None and k >= r.eos_at and k < r.max_new:
+            self._finish(r, {"type": "stop", "matched": 151329})
+        elif k >= r.max_new:
+            self._finish(r, {"type": "length", "length": r.max_new})
+        else:
+            r.events.put(("token", k))
+
+    def _finish(self, r: Req, reason: dict):
+        r.finish_reason = reason
+        r.finished_time = time.time()
+        with self.cond:
+            if r in self.running:
+                self.running.remove(r)
+        if r.count_in_metrics:
+            self.stats["requests"] += 1
+        r.events.put(("finish", len(r.out_ids)))
+
+    def shutdown(self):
+        with self.cond:
+            self.stop = True
+            self.cond.notify_all()

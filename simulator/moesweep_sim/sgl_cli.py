@@ -1,0 +1,213 @@
+"""The `sglang serve` / `python -m sglang.launch_server` command line of the emulated version.
+
+The argparse parser is rebuilt from ``data/sglang/flags-<version>.json`` (extracted from the real
+wheel by scripts/extract_sglang_flags.py): same option strings, nargs, types, choices, defaults and
+``prog``/``allow_abbrev``, so unknown flags, bad choices and ambiguous prefixes exit 2 with
+argparse's own messages, and ``--tp 8`` works by prefix abbreviation exactly as in sglang
+(facts §1.0).  Deprecated-alias actions are mapped onto their target dest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA_DIRS = (
+    os.environ.get("MOESWEEP_SIM_DATA_DIR", ""),
+    "/opt/moesweep-sim/data/sglang",
+    os.path.join(os.path.dirname(os.path.dirname(HERE)), "data", "sglang"),  # <repo>/data/sglang
+)
+
+def find_flags_file(version: str) -> str:
+    for d in DATA_DIRS:
+        if d:
+            p = os.path.join(d, f"flags-{version}.json")
+            if os.path.exists(p):
+                return p
+    raise SystemExit(f"[moesweep-sim] no flags-{version}.json in {', '.join(d for d in DATA_DIRS if d)}")
+
+
+def _human_readable_int(value):
+    """sglang >= 0.5.2x context-length parser: SI (k, M, G, T) and IEC (Ki, Mi, Gi, Ti) suffixes."""
+    s = str(value).strip()
+    iec = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40}
+    si = {"k": 10 ** 3, "M": 10 ** 6, "G": 10 ** 9, "T": 10 ** 12}
+    for suf, mul in iec.items():
+        if s.endswith(suf):
+            return int(s[:-2]) * mul
+    for suf, mul in si.items():
+        if s.endswith(suf):
+            return int(float(s[:-1]) * mul)
+    return int(s)
+
+
+def json_list_type(value):
+    return json.loads(value)
+
+
+def nullable_str(value):
+    return None if value in ("None", "none", "") else value
+
+
+_TYPES = {"int": int, "float": float, "str": str, "json": json.loads, "json_list_type": json_list_type,
+          "nullable_str": nullable_str, "human_readable_int": _human_readable_int}
+
+
+def _type(name):
+    if name is None:
+        return None
+    if name in _TYPES:
+        return _TYPES[name]
+    # a custom parser of sglang's that the schema records only by name: keep its name for
+    # argparse's "invalid <name> value" message, pass the string through
+    def f(v):
+        return v
+
+    f.__name__ = name
+    return f
+
+
+def _deprecated_warning(message: str):
+    """print_deprecated_warning: logger.warning before logging is configured -> the lastResort
+    handler prints the bare message to stderr (S9 server_args.py:5725, S23 argparse_actions.py:28)."""
+    print(f"\033[1;33m{message}\033[0m", file=sys.stderr, flush=True)
+
+
+class _DeprecatedAction(argparse.Action):  # S9 server_args.py:5729-5738
+    def __init__(self, option_strings, dest, nargs=0, **kw):
+        super().__init__(option_strings, dest, nargs=nargs, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from . import templates as T
+        _deprecated_warning(T.render(T.DEPRECATED_ARG_9, opt=option_string))
+
+
+class _DeprecatedStoreTrue(argparse.Action):  # S23 arg_groups/argparse_actions.py:77-100
+    def __init__(self, option_strings, dest, new_flag=None, **kw):
+        self.new_flag = new_flag
+        kw.pop("const", None)
+        super().__init__(option_strings, dest, nargs=0, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from . import templates as T
+        repl = T.render(T.DEPRECATED_REPLACEMENT_23, new=self.new_flag) if self.new_flag else ""
+        _deprecated_warning(T.render(T.DEPRECATED_FLAG_23, opt=option_string, repl=repl))
+        setattr(namespace, self.dest, True)
+
+
+class _DeprecatedStoreConst(_DeprecatedStoreTrue):
+    def __init__(self, option_strings, dest, new_flag=None, const_value=True, **kw):
+        self.const_value = const_value
+        kw.pop("nargs", None)
+        argparse.Action.__init__(self, option_strings, dest, nargs=None, **{k: v for k, v in kw.items()
+                                                                           if k != "const"})
+        self.new_flag = new_flag
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        super().__call__(parser, namespace, values, option_string)
+        setattr(namespace, self.dest, self.const_value)
+
+
+class _SimParser(argparse.ArgumentParser):
+    recorded_usage = None
+
+    def format_usage(self):
+        # the real parser's usage text, recorded with COLUMNS=80 (what a process without a tty gets)
+        return self.recorded_usage if self.recorded_usage else super().format_usage()
+
+    def print_usage(self, file=None):
+        self._print_message(self.format_usage(), file or sys.stderr)
+
+
+def entrypoint_prog(spec: dict) -> str:
+    ep = os.environ.get("MOESWEEP_SIM_ENTRYPOINT", "python -m sglang.launch_server")
+    return (spec.get("prog_by_entrypoint") or {}).get(ep) or spec.get("prog") or "sglang serve"
+
+
+def build_parser(spec: dict) -> argparse.ArgumentParser:
+    prog = entrypoint_prog(spec)
+    parser = _SimParser(prog=prog, allow_abbrev=spec.get("allow_abbrev", True), add_help=True)
+    usage = spec.get("usage")
+    if usage and prog != spec.get("prog"):
+        usage = usage.replace("usage: " + spec.get("prog", ""), "usage: " + prog, 1)
+    parser.recorded_usage = usage
+    for opt in sorted(spec["actions"], key=lambda o: o.get("order", 0)):
+        strings = opt["option_strings"]
+        kind = opt.get("kind", "store")
+        if not strings or kind == "help":
+            continue
+        kw = {"dest": opt["dest"], "help": opt.get("help"), "default": opt.get("default")}
+        if opt.get("required"):
+            kw["required"] = True
+        if kind in ("store_true", "store_false"):
+            kw["action"] = kind
+        elif kind == "boolean_optional":
+            kw["action"] = argparse.BooleanOptionalAction
+        elif kind == "deprecated":
+            kw["action"] = _DeprecatedAction
+        elif kind == "deprecated_store_true":
+            kw["action"] = _DeprecatedStoreTrue
+            kw["new_flag"] = opt.get("new_flag")
+        elif kind == "deprecated_store_const":
+            kw["action"] = _DeprecatedStoreConst
+            kw["new_flag"] = opt.get("new_flag")
+            kw["const_value"] = opt.get("const_value", True)
+            if opt.get("choices") is not None:
+                kw["choices"] = opt["choices"]
+        elif kind in ("store_const", "append_const"):
+            kw["action"] = kind
+            kw["const"] = opt.get("const")
+        else:  # store, custom_store (LoRAPathAction: keeps the raw strings), append
+            if kind == "append":
+                kw["action"] = "append"
+            if opt.get("nargs") is not None:
+                kw["nargs"] = opt["nargs"]
+            if opt.get("type") is not None:
+                kw["type"] = _type(opt.get("type"))
+            if opt.get("choices") is not None:
+                kw["choices"] = opt["choices"]
+            if opt.get("const") is not None:
+                kw["const"] = opt["const"]
+        parser.add_argument(*strings, **kw)
+    return parser
+
+
+def load_spec(version: str) -> dict:
+    with open(find_flags_file(version), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def parse(version: str, argv: list[str]) -> tuple[dict, dict]:
+    """Parse argv like the emulated sglang.  Exits 2 (argparse) on a bad command line."""
+    spec = load_spec(version)
+    args = vars(build_parser(spec).parse_args(argv))
+    # ServerArgs field names (S9's argparse dests differ for a few aliases)
+    for alias, field in (("tensor_parallel_size", "tp_size"), ("expert_parallel_size", "ep_size"),
+                         ("data_parallel_size", "dp_size"), ("pipeline_parallel_size", "pp_size")):
+        if alias in args and field not in args:
+            args[field] = args.pop(alias)
+    return args, spec
+
+
+def startup_asserts(version: str, args: dict) -> str | None:
+    """The ServerArgs.__post_init__ asserts that fire before any process spawns (facts §1.1).
+    Returns the AssertionError message, or None."""
+    from . import templates as T
+
+    backend = args.get("moe_runner_backend")
+    quant = args.get("quantization")
+    tp = args.get("tp_size") or 1
+    ep = args.get("ep_size") or 1
+    if version == "0.5.9":
+        if backend == "flashinfer_cutlass":
+            if quant not in ("modelopt_fp4", "modelopt_fp8", None):
+                return T.render(T.ASSERT_CUTLASS_QUANT_9, q=quant)
+            if ep not in (1, tp):
+                return T.render(T.ASSERT_EP_9)
+        if backend == "flashinfer_trtllm":
+            if quant not in ("modelopt_fp4", "fp8", "modelopt_fp8", "compressed-tensors", None):
+                return T.render(T.ASSERT_TRTLLM_QUANT_9, q=quant)
+    return None

@@ -1,0 +1,407 @@
+"""Every line the simulated SGLang server can print, in ONE place, each with its source.
+
+Rules (see simulator/README.md):
+
+* A template is a ``Tpl``: ``origin`` names where the real text lives ("sglang", "uvicorn",
+  "flashinfer", "torch" or "python"), ``source`` the file inside that package (wheel path
+  convention ``sglang/...``), ``versions`` the emulated sglang versions that print it, and
+  ``parts`` the format strings.  Each part corresponds to ONE string literal / f-string of
+  the real source (adjacent literals joined, as the compiler does); ``{name}`` placeholders
+  stand for the real f-string's expressions.  ``tests/unit/test_sim_log_templates.py`` checks
+  every literal fragment of every part against the real wheel.
+* Traceback frames are (file, line, function, code, carets, decorated) tuples generated from
+  the real wheels (line numbers and code lines are those of the wheel of the emulated
+  version; flashinfer frames are from flashinfer_python 0.6.3, which sglang 0.5.9 pins).
+  The test re-reads each frame's line in the wheel.
+* Nothing here is copied code: these are log/error message strings and traceback
+  coordinates, i.e. observable output of the real programs.
+"""
+
+from __future__ import annotations
+
+import collections
+
+Tpl = collections.namedtuple("Tpl", "origin source versions parts")
+
+V9 = ("0.5.9",)
+V23 = ("0.5.23",)
+ALL = V9 + V23
+
+
+def render(tpl: Tpl, **kw) -> str:
+    return "".join(p.format(**kw) for p in tpl.parts)
+
+
+# ---------------------------------------------------------------- main process, startup
+SERVER_ARGS_9 = Tpl("sglang", "sglang/srt/entrypoints/engine.py", V9, ("server_args={args}",))
+SERVER_ARGS_23 = Tpl("sglang", "sglang/srt/entrypoints/engine.py", V23, ("server_args={args}",))
+
+# ---------------------------------------------------------------- scheduler (per rank)
+INIT_DIST_BEGIN_9 = Tpl("sglang", "sglang/srt/model_executor/model_runner.py", V9,
+                        ("Init torch distributed begin.",))
+INIT_DIST_END_9 = Tpl("sglang", "sglang/srt/model_executor/model_runner.py", V9,
+                      ("Init torch distributed ends. elapsed={t:.2f} s, mem usage={m:.2f} GB",))
+LOAD_BEGIN = Tpl("sglang", "sglang/srt/model_executor/model_runner.py", ALL,
+                 ("Load weight begin. avail mem={avail:.2f} GB",))
+LOAD_END_9 = Tpl("sglang", "sglang/srt/model_executor/model_runner.py", V9,
+                 ("Load weight end. elapsed={t:.2f} s, type={cls}, dtype={dtype}, "
+                  "avail mem={avail:.2f} GB, mem usage={usage:.2f} GB.",))
+LOAD_END_23 = Tpl("sglang", "sglang/srt/model_executor/model_runner.py", V23,
+                  ("Load weight end. elapsed={t:.2f} s, type={cls}, {quant}"
+                   "avail mem={avail:.2f} GB, mem usage={usage:.2f} GB.",))
+KV_ALLOC_KV_9 = Tpl("sglang", "sglang/srt/mem_cache/memory_pool.py", V9,
+                    ("KV Cache is allocated. #tokens: {n}, KV size: {kv:.2f} GB",))
+KV_ALLOC_KV_23 = Tpl("sglang", "sglang/srt/mem_cache/memory_pool.py", V23,
+                     ("{cache_name} {state}. dtype: {dtype}, #tokens: {n}, KV size: {kv:.2f} GB",))
+MEM_POOL_END_9 = Tpl("sglang", "sglang/srt/model_executor/model_runner_kv_cache_mixin.py", V9,
+                     ("Memory pool end. avail mem={avail:.2f} GB",))
+MEM_POOL_END_23 = Tpl("sglang", "sglang/srt/mem_cache/kv_cache_configurator.py", V23,
+                      ("Memory pool end. avail mem={avail:.2f} GB",))
+AUTOTUNE_BEGIN_9 = Tpl("sglang", "sglang/srt/model_executor/model_runner.py", V9,
+                       ("Running FlashInfer autotune...",))
+AUTOTUNE_END_9 = Tpl("sglang", "sglang/srt/model_executor/model_runner.py", V9,
+                     ("FlashInfer autotune completed.",))
+AUTOTUNE_END_23 = Tpl("sglang", "sglang/srt/model_executor/runner/flashinfer_autotune.py", V23,
+                      ("FlashInfer autotune completed.",))
+CAPTURE_BEGIN_9 = Tpl("sglang", "sglang/srt/model_executor/model_runner.py", V9,
+                      ("Capture {graph} begin. This can take up to several minutes. avail mem={avail:.2f} GB",))
+CAPTURE_END_9 = Tpl("sglang", "sglang/srt/model_executor/model_runner.py", V9,
+                    ("Capture {graph} end. Time elapsed: {t:.2f} s. ",
+                     "mem usage={usage:.2f} GB. avail mem={avail:.2f} GB."))
+CAPTURE_BEGIN_23 = Tpl("sglang", "sglang/srt/model_executor/model_runner_components/cuda_graph_setup.py", V23,
+                       ("Capture {name} {graph} begin. backend={backend}, num_tokens_per_req={k}, "
+                        "avail mem={avail:.2f} GB",))
+CAPTURE_END_23 = Tpl("sglang", "sglang/srt/model_executor/model_runner_components/cuda_graph_setup.py", V23,
+                     ("Capture {name} {graph} end. bs={bs}, elapsed={t:.2f} s, "
+                      "mem usage={usage:.2f} GB, avail mem={avail:.2f} GB.",))
+MAX_TOTAL_9 = Tpl("sglang", "sglang/srt/managers/scheduler.py", V9,
+                  ("max_total_num_tokens={n}, chunked_prefill_size={c}, max_prefill_tokens={p}, "
+                   "max_running_requests={r}, context_len={L}, {label}={avail:.2f} GB",))
+MAX_TOTAL_23 = Tpl("sglang", "sglang/srt/managers/scheduler.py", V23,
+                   ("max_total_num_tokens={n}, chunked_prefill_size={c}, max_prefill_tokens={p}, "
+                    "max_running_requests={r}, context_len={L}, {label}={avail:.2f} GB",))
+TRTLLM_SHARED_EXPERTS_9 = Tpl("sglang", "sglang/srt/server_args.py", V9,
+                              ("FlashInfer TRTLLM MoE is enabled. --disable-shared-experts-fusion is "
+                               "automatically set.",))
+
+# ---------------------------------------------------------------- serving
+PREFILL_9 = Tpl("sglang", "sglang/srt/managers/scheduler_metrics_mixin.py", V9, (
+    "Prefill batch{it}, #new-seq: {new_seq}, #new-token: {new_tok}, #cached-token: {cached}, {usage_msg}"
+    "#running-req: {running}, #queue-req: {queue}, ",
+    "token usage: {usage:.2f}, ",
+    "input throughput (token/s): {thr:.2f}, ",
+    "{graph}: {cg}",
+))
+DECODE_9 = Tpl("sglang", "sglang/srt/managers/scheduler_metrics_mixin.py", V9, (
+    "Decode batch{it}, #running-req: {running}, {usage_msg}",
+    "#token: {tokens}, token usage: {usage:.2f}, ",
+    "{graph}: {cg}, gen throughput (token/s): {thr:.2f}, #queue-req: {queue}",
+))
+PREFILL_23 = Tpl("sglang", "sglang/srt/managers/scheduler_components/metrics_reporter.py", V23, (
+    "Prefill batch{it}, #new-seq: {new_seq}, #new-token: {new_tok}, #cached-token: {cached}, ",
+))
+DECODE_23 = Tpl("sglang", "sglang/srt/managers/scheduler_components/metrics_reporter.py", V23, (
+    "Decode batch{it}, #running-req: {running}, {usage_msg}",
+))
+
+# ---------------------------------------------------------------- http server / tokenizer manager
+READY = Tpl("sglang", "sglang/srt/entrypoints/http_server.py", ALL,
+            ("The server is fired up and ready to roll!",))
+GET_MODEL_INFO_DEPRECATED = Tpl("sglang", "sglang/srt/entrypoints/http_server.py", V9, (
+    "Endpoint '/get_model_info' is deprecated and will be removed in a future version. "
+    "Please use '/model_info' instead.",))
+GET_SERVER_INFO_DEPRECATED = Tpl("sglang", "sglang/srt/entrypoints/http_server.py", V9, (
+    "Endpoint '/get_server_info' is deprecated and will be removed in a future version. "
+    "Please use '/server_info' instead.",))
+HEALTH_DURING_SHUTDOWN = Tpl("sglang", "sglang/srt/entrypoints/http_server.py", ALL,
+                             ("Health check request received during shutdown. Returning 503.",))
+WARMUP_FAILED = Tpl("sglang", "sglang/srt/entrypoints/http_server.py", ALL,
+                    ("Initialization failed. warmup error: {tb}",))
+SIGTERM = Tpl("sglang", "sglang/srt/managers/tokenizer_manager.py", ALL,
+              ("SIGTERM received. signum={signum} frame={frame}. Draining requests and shutting down...",))
+GRACEFUL = Tpl("sglang", "sglang/srt/managers/tokenizer_manager.py", ALL, (
+    "Gracefully exiting... Remaining number of requests {n}. Remaining requests remaining_rids={rids}.",))
+SIGQUIT_RUNNING = Tpl("sglang", "sglang/srt/managers/tokenizer_manager.py", ALL,
+                      ("SIGQUIT received. signum={signum}, frame={frame}. It usually means one child failed.",))
+SIGQUIT_LAUNCH = Tpl("sglang", "sglang/srt/entrypoints/engine.py", ALL,
+                     ("Received sigquit from a child process. It usually means the child failed.",))
+SCHEDULER_EXCEPTION = Tpl("sglang", "sglang/srt/managers/scheduler.py", ALL,
+                          ("Scheduler hit an exception: {tb}",))
+
+# ---------------------------------------------------------------- errors raised (exception messages)
+NOT_ENOUGH_MEMORY_9 = Tpl("sglang", "sglang/srt/model_executor/model_runner_kv_cache_mixin.py", V9, (
+    "Not enough memory. Please try to increase --mem-fraction-static. "
+    "Current value: self.server_args.mem_fraction_static={mfs}",))
+NOT_ENOUGH_MEMORY_23 = Tpl("sglang", "sglang/srt/model_executor/pool_configurator.py", V23, (
+    "Not enough memory. Please try to increase --mem-fraction-static.",
+    " Current value: mem_fraction_static={mfs}",))
+CAPTURE_FAILED = Tpl("sglang", "sglang/srt/model_executor/cuda_graph_runner.py", V9,
+                     ("Capture cuda graph failed: {e}\n{hint}",))
+CAPTURE_FAILED_HINT = Tpl("sglang", "sglang/srt/model_executor/cuda_graph_runner.py", V9, (
+    "Possible solutions:\n"
+    "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n"
+    "2. set --cuda-graph-max-bs to a smaller value (e.g., 16)\n"
+    "3. disable torch compile by not using --enable-torch-compile\n"
+    "4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)\n"
+    "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose \n",))
+NVFP4_PLATFORM_9 = Tpl("sglang", "sglang/srt/layers/quantization/modelopt_quant.py", V9, (
+    "Current platform does not support NVFP4 quantization. Please use Blackwell and above.",))
+NVFP4_PLATFORM_23 = Tpl("sglang", "sglang/srt/layers/quantization/modelopt_quant.py", V23, (
+    "Current platform does not support NVFP4 quantization with the selected MoE backend. "
+    "Please use Blackwell and above, or use moe_runner_backend=marlin on SM80+.",))
+ALLREDUCE_FUSION_23 = Tpl("sglang", "sglang/srt/layers/flashinfer_comm_fusion.py", V23,
+                          ("FlashInfer allreduce fusion requires SM90 or SM10X NVIDIA GPUs.",))
+ASSERT_CUTLASS_QUANT_9 = Tpl("sglang", "sglang/srt/server_args.py", V9, (
+    "Invalid quantization '{q}'. \nFlashInfer Cutlass MOE supports only: 'modelopt_fp4', "
+    "'modelopt_fp8', or bfloat16 (None).",))
+ASSERT_TRTLLM_QUANT_9 = Tpl("sglang", "sglang/srt/server_args.py", V9, (
+    "Invalid quantization '{q}'. \nFlashInfer TRTLLM MOE supports only: 'modelopt_fp4', 'fp8', "
+    "'modelopt_fp8', 'compressed-tensors', or bfloat16 (None).",))
+ASSERT_EP_9 = Tpl("sglang", "sglang/srt/server_args.py", V9,
+                  ("The expert parallel size must be 1 or the same as the tensor parallel size",))
+
+# flashinfer 0.6.3 (pinned by sglang 0.5.9): flashinfer/compilation_context.py:62-64
+FI_NO_ARCH = Tpl("flashinfer", "flashinfer/compilation_context.py", V9,
+                 ("No supported CUDA architectures found for major versions {majors}.",))
+# flashinfer 0.7.2 (pinned by sglang 0.5.23): data/csrc/trtllm_batched_gemm_runner.cu:205-219
+# (sglang-facts.md §2.2 item 4; C++ source, not checked by the test)
+FI_NO_SM120_CUBIN = Tpl("flashinfer-cpp", "flashinfer/data/csrc/trtllm_batched_gemm_runner.cu", V23, (
+    "The trtllm-gen batched GEMM cubin manifest contains no kernels runnable on sm120; "
+    "this backend currently ships cubins for sm100, sm103 and sm107.",))
+
+# torch's CUDA caching allocator message (c10/cuda/CUDACachingAllocator.cpp), not in any wheel
+# we check; shape as printed by torch >= 2.1.
+TORCH_OOM = Tpl("torch", "c10/cuda/CUDACachingAllocator.cpp", ALL, (
+    "CUDA out of memory. Tried to allocate {req:.2f} GiB. GPU {gpu} has a total capacity of "
+    "{total:.2f} GiB of which {free:.2f} MiB is free. Including non-PyTorch memory, this process "
+    "has {used:.2f} GiB memory in use. Of the allocated memory {alloc:.2f} GiB is allocated by "
+    "PyTorch, and {reserved:.2f} MiB is reserved by PyTorch but unallocated. If reserved but "
+    "unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to "
+    "avoid fragmentation.  See documentation for Memory Management  "
+    "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)",))
+# torch c10/cuda/CUDAException / CUDA runtime text for an asynchronous kernel fault.
+TORCH_ILLEGAL_ADDRESS = Tpl("torch", "c10/cuda/CUDAException.cpp", ALL, (
+    "CUDA error: an illegal memory access was encountered\n"
+    "CUDA kernel errors might be asynchronously reported at some other API call, so the "
+    "stacktrace below might be incorrect.\n"
+    "For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+    "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n",))
+
+# ---------------------------------------------------------------- uvicorn (0.54.0 wheel), with the
+# format sglang installs in set_uvicorn_logging_configs (sglang/srt/utils/common.py):
+#   default: "[%(asctime)s] %(levelprefix)s %(message)s", access: '[%(asctime)s] %(levelprefix)s
+#   %(client_addr)s - "%(request_line)s" %(status_code)s'
+UVICORN_DEFAULT_FMT = Tpl("sglang", "sglang/srt/utils/common.py", ALL, ("[{asctime}] {levelprefix} {message}",))
+UVICORN_ACCESS_FMT = Tpl("sglang", "sglang/srt/utils/common.py", ALL,
+                         ('[{asctime}] {levelprefix} {client_addr} - "{request_line}" {status_code}',))
+UV_STARTED = Tpl("uvicorn", "uvicorn/server.py", ALL, ("Started server process [{pid}]",))
+UV_FINISHED = Tpl("uvicorn", "uvicorn/server.py", ALL, ("Finished server process [{pid}]",))
+UV_SHUTTING_DOWN = Tpl("uvicorn", "uvicorn/server.py", ALL, ("Shutting down",))
+UV_RUNNING = Tpl("uvicorn", "uvicorn/server.py", ALL,
+                 ("Uvicorn running on {scheme}://{host}:{port} (Press CTRL+C to quit)",))
+UV_WAIT_STARTUP = Tpl("uvicorn", "uvicorn/lifespan/on.py", ALL, ("Waiting for application startup.",))
+UV_STARTUP_COMPLETE = Tpl("uvicorn", "uvicorn/lifespan/on.py", ALL, ("Application startup complete.",))
+UV_WAIT_SHUTDOWN = Tpl("uvicorn", "uvicorn/lifespan/on.py", ALL, ("Waiting for application shutdown.",))
+UV_SHUTDOWN_COMPLETE = Tpl("uvicorn", "uvicorn/lifespan/on.py", ALL, ("Application shutdown complete.",))
+# asyncio/uvloop create_server bind failure, logged by uvicorn/server.py startup() (logger.error(exc))
+# then sys.exit(STARTUP_FAILURE) with STARTUP_FAILURE = 3 (uvicorn/config.py).
+BIND_ERROR = Tpl("python", "asyncio/base_events.py", ALL,
+                 ("[Errno {errno}] error while attempting to bind on address {addr!r}: {strerror}",))
+UVICORN_STARTUP_FAILURE_RC = 3
+
+# ---------------------------------------------------------------- traceback frames
+# torch 2.9.1 (pinned by sglang 0.5.9) frames: line numbers as reported in public tracebacks of
+# torch 2.9.x (module.py 1775/1786, _contextlib.py 120) -- third-party evidence, not checked here.
+TORCH_MODULE_FRAMES = (
+    ("torch/nn/modules/module.py", 1775, "_wrapped_call_impl", "return self._call_impl(*args, **kwargs)",
+     (7, 32), False),
+    ("torch/nn/modules/module.py", 1786, "_call_impl", "return forward_call(*args, **kwargs)",
+     (7, 29), False),
+)
+TORCH_DECORATE_FRAME = ("torch/utils/_contextlib.py", 120, "decorate_context", "return func(*args, **kwargs)",
+                        (7, 21), False)
+# code lines that call an nn.Module (the torch frames follow them)
+MODULE_CALLS = ("self.model(", "layer(", "self.mlp(", "self.experts(")
+
+# Generated from the sglang 0.5.9 / flashinfer 0.6.3 wheels: (file, line, function, code, carets, decorated);
+# carets = (offset into the stripped line, count) of Python 3.11's ^ marker line, None when not shown.
+# decorated=True: the function is wrapped by torch.no_grad()/DynamicGradMode, so torch's
+# decorate_context frame precedes it.
+S9_TRTLLM = [
+    ('sglang/srt/managers/scheduler.py', 3130, 'run_scheduler_process',
+     'scheduler = Scheduler(', (12, 10), False),
+    ('sglang/srt/managers/scheduler.py', 368, '__init__',
+     'self.init_model_worker()', None, False),
+    ('sglang/srt/managers/scheduler.py', 564, 'init_model_worker',
+     'self.init_tp_model_worker()', None, False),
+    ('sglang/srt/managers/scheduler.py', 522, 'init_tp_model_worker',
+     'self.tp_worker = TpModelWorker(', (17, 14), False),
+    ('sglang/srt/managers/tp_worker.py', 247, '__init__',
+     'self._init_model_runner()', None, False),
+    ('sglang/srt/managers/tp_worker.py', 330, '_init_model_runner',
+     'self._model_runner = ModelRunner(', (21, 12), False),
+    ('sglang/srt/model_executor/model_runner.py', 413, '__init__',
+     'self.initialize(min_per_gpu_memory)', None, False),
+    ('sglang/srt/model_executor/model_runner.py', 608, 'initialize',
+     'self.kernel_warmup()', None, False),
+    ('sglang/srt/model_executor/model_runner.py', 1827, 'kernel_warmup',
+     'self._flashinfer_autotune()', None, False),
+    ('sglang/srt/model_executor/model_runner.py', 1870, '_flashinfer_autotune',
+     'self._dummy_run(', None, False),
+    ('sglang/srt/model_executor/model_runner.py', 2117, '_dummy_run',
+     'run_once()', None, False),
+    ('sglang/srt/model_executor/model_runner.py', 2106, 'run_once',
+     'logits_output_or_pp_proxy_tensors = self.model.forward(', (36, 19), False),
+    ('sglang/srt/models/deepseek_v2.py', 2919, 'forward',
+     'hidden_states = self.model(', (16, 11), True),
+    ('sglang/srt/models/deepseek_v2.py', 2730, 'forward',
+     'hidden_states, residual = layer(', (26, 6), False),
+    ('sglang/srt/models/deepseek_v2.py', 2421, 'forward',
+     'hidden_states = self.mlp(', (16, 9), False),
+    ('sglang/srt/models/deepseek_v2.py', 582, 'forward',
+     'return self.forward_normal(', (7, 20), False),
+    ('sglang/srt/models/deepseek_v2.py', 680, 'forward_normal',
+     'final_hidden_states = self.experts(', (22, 13), False),
+    ('sglang/srt/layers/moe/fused_moe_triton/layer.py', 1283, 'forward',
+     'return self.forward_impl(hidden_states, topk_output)', (7, 45), False),
+    ('sglang/srt/layers/moe/fused_moe_triton/layer.py', 1333, 'forward_impl',
+     'result = trtllm_fp4_block_scale_moe(', (9, 27), False),
+    ('flashinfer/fused_moe/core.py', 2552, 'trtllm_fp4_block_scale_moe',
+     'return get_trtllm_moe_sm100_module().trtllm_fp4_block_scale_moe(', (7, 57), False),
+    ('flashinfer/fused_moe/core.py', 931, 'get_trtllm_moe_sm100_module',
+     'module = gen_trtllm_gen_fused_moe_sm100_module()', (9, 39), False),
+    ('flashinfer/jit/fused_moe.py', 237, 'gen_trtllm_gen_fused_moe_sm100_module',
+     'nvcc_flags = current_compilation_context.get_nvcc_flags_list(', (13, 48), False),
+    ('flashinfer/compilation_context.py', 62, 'get_nvcc_flags_list',
+     'raise RuntimeError(', None, False),
+]
+
+S9_KV = [
+    ('sglang/srt/managers/scheduler.py', 3130, 'run_scheduler_process',
+     'scheduler = Scheduler(', (12, 10), False),
+    ('sglang/srt/managers/scheduler.py', 368, '__init__',
+     'self.init_model_worker()', None, False),
+    ('sglang/srt/managers/scheduler.py', 564, 'init_model_worker',
+     'self.init_tp_model_worker()', None, False),
+    ('sglang/srt/managers/scheduler.py', 522, 'init_tp_model_worker',
+     'self.tp_worker = TpModelWorker(', (17, 14), False),
+    ('sglang/srt/managers/tp_worker.py', 247, '__init__',
+     'self._init_model_runner()', None, False),
+    ('sglang/srt/managers/tp_worker.py', 330, '_init_model_runner',
+     'self._model_runner = ModelRunner(', (21, 12), False),
+    ('sglang/srt/model_executor/model_runner.py', 413, '__init__',
+     'self.initialize(min_per_gpu_memory)', None, False),
+    ('sglang/srt/model_executor/model_runner.py', 590, 'initialize',
+     'self.init_memory_pool(min_per_gpu_memory)', None, False),
+    ('sglang/srt/model_executor/model_runner_kv_cache_mixin.py', 416, 'init_memory_pool',
+     'raise RuntimeError(', None, False),
+]
+
+S9_GRAPH_INNER = [
+    ('sglang/srt/model_executor/cuda_graph_runner.py', 370, '__init__',
+     'self.capture()', None, False),
+    ('sglang/srt/model_executor/cuda_graph_runner.py', 513, 'capture',
+     ') = self.capture_one_batch_size(bs, forward, stream_idx)', None, False),
+    ('sglang/srt/model_executor/cuda_graph_runner.py', 732, 'capture_one_batch_size',
+     'run_once()', None, False),
+    ('sglang/srt/model_executor/cuda_graph_runner.py', 719, 'run_once',
+     'logits_output_or_pp_proxy_tensors = forward(', (36, 8), False),
+    ('sglang/srt/models/deepseek_v2.py', 2919, 'forward',
+     'hidden_states = self.model(', (16, 11), True),
+    ('sglang/srt/models/deepseek_v2.py', 2730, 'forward',
+     'hidden_states, residual = layer(', (26, 6), False),
+    ('sglang/srt/models/deepseek_v2.py', 2421, 'forward',
+     'hidden_states = self.mlp(', (16, 9), False),
+    ('sglang/srt/models/deepseek_v2.py', 582, 'forward',
+     'return self.forward_normal(', (7, 20), False),
+    ('sglang/srt/models/deepseek_v2.py', 680, 'forward_normal',
+     'final_hidden_states = self.experts(', (22, 13), False),
+    ('sglang/srt/layers/moe/fused_moe_triton/layer.py', 977, 'forward',
+     'return self.forward_impl(hidden_states, topk_output)', (7, 45), False),
+    ('sglang/srt/layers/moe/fused_moe_triton/layer.py', 996, 'forward_impl',
+     'combine_input = self.run_moe_core(', (16, 18), False),
+    ('sglang/srt/layers/moe/fused_moe_triton/layer.py', 1017, 'run_moe_core',
+     'return self.quant_method.apply(', (7, 24), False),
+    ('sglang/srt/layers/quantization/modelopt_quant.py', 1763, 'apply',
+     'symm_output = torch.empty(', (14, 12), False),
+]
+
+S9_GRAPH_OUTER = [
+    ('sglang/srt/managers/scheduler.py', 3130, 'run_scheduler_process',
+     'scheduler = Scheduler(', (12, 10), False),
+    ('sglang/srt/managers/scheduler.py', 368, '__init__',
+     'self.init_model_worker()', None, False),
+    ('sglang/srt/managers/scheduler.py', 564, 'init_model_worker',
+     'self.init_tp_model_worker()', None, False),
+    ('sglang/srt/managers/scheduler.py', 522, 'init_tp_model_worker',
+     'self.tp_worker = TpModelWorker(', (17, 14), False),
+    ('sglang/srt/managers/tp_worker.py', 247, '__init__',
+     'self._init_model_runner()', None, False),
+    ('sglang/srt/managers/tp_worker.py', 330, '_init_model_runner',
+     'self._model_runner = ModelRunner(', (21, 12), False),
+    ('sglang/srt/model_executor/model_runner.py', 413, '__init__',
+     'self.initialize(min_per_gpu_memory)', None, False),
+    ('sglang/srt/model_executor/model_runner.py', 609, 'initialize',
+     'self.init_device_graphs()', None, False),
+    ('sglang/srt/model_executor/model_runner.py', 2156, 'init_device_graphs',
+     'self.graph_runner = graph_runners[self.device](self)', (20, 32), False),
+    ('sglang/srt/model_executor/cuda_graph_runner.py', 372, '__init__',
+     'raise Exception(', None, False),
+]
+
+S9_SERVE = [
+    ('sglang/srt/managers/scheduler.py', 3169, 'run_scheduler_process',
+     'scheduler.event_loop_overlap()', None, False),
+    ('sglang/srt/managers/scheduler.py', 1165, 'event_loop_overlap',
+     'batch_result = self.run_batch(batch)', (15, 21), True),
+    ('sglang/srt/managers/scheduler.py', 2368, 'run_batch',
+     'batch_result = self.model_worker.forward_batch_generation(', (15, 43), False),
+    ('sglang/srt/managers/tp_worker.py', 456, 'forward_batch_generation',
+     'out = self.model_runner.forward(', (6, 26), False),
+    ('sglang/srt/model_executor/model_runner.py', 2401, 'forward',
+     'output = self._forward_raw(', (9, 18), False),
+    ('sglang/srt/model_executor/model_runner.py', 2463, '_forward_raw',
+     'ret = self.graph_runner.replay(', (6, 25), False),
+    ('sglang/srt/model_executor/cuda_graph_runner.py', 866, 'replay',
+     'self.graphs[graph_key].replay()', None, False),
+]
+
+TRACEBACKS = {
+    ("0.5.9", "trtllm_sm120"): S9_TRTLLM,
+    ("0.5.9", "oom_kv"): S9_KV,
+    ("0.5.9", "oom_graph_inner"): S9_GRAPH_INNER,
+    ("0.5.9", "oom_graph_outer"): S9_GRAPH_OUTER,
+    ("0.5.9", "serve"): S9_SERVE,
+}
+
+
+def format_traceback(frames, exc_line: str, site_packages: str) -> str:
+    """Render frames the way Python 3.11's traceback.format_exc() does (as sglang's
+    get_exception_traceback returns it)."""
+    out = ["Traceback (most recent call last):\n"]
+    for fr in _expand(frames):
+        path, line, func, code, carets, _deco = fr
+        out.append(f'  File "{site_packages}/{path}", line {line}, in {func}\n')
+        out.append(f"    {code}\n")
+        if carets:
+            out.append("    " + " " * carets[0] + "^" * carets[1] + "\n")
+    out.append(exc_line + "\n")
+    return "".join(out)
+
+
+def _expand(frames):
+    for fr in frames:
+        if fr[5]:
+            yield TORCH_DECORATE_FRAME
+        yield fr
+        if any(fr[3].endswith(c) or fr[3].endswith(c + ")") or (" " + c) in fr[3] for c in MODULE_CALLS) \
+                and fr[3].rstrip().endswith("("):
+            yield from TORCH_MODULE_FRAMES
+
+# ---------------------------------------------------------------- argparse deprecation warnings
+DEPRECATED_ARG_9 = Tpl("sglang", "sglang/srt/server_args.py", V9, (
+    "The command line argument '{opt}' is deprecated and will be removed in future versions.",))
+DEPRECATED_FLAG_23 = Tpl("sglang", "sglang/srt/arg_groups/argparse_actions.py", V23, (
+    "'{opt}' is deprecated and will be removed in a future release.{repl}",))
+DEPRECATED_REPLACEMENT_23 = Tpl("sglang", "sglang/srt/arg_groups/argparse_actions.py", V23,
+                                (" Use '{new}' instead.",))
