@@ -36,12 +36,11 @@ def sglang_argv(flags, version):
 
 def sglang_choices(option, version):
     """The valid choices of one valued option (e.g. ``moe-runner-backend``) in that version."""
-    schema = _schema(version)
     name = option if option.startswith("--") else "--" + option
-    for opt in schema["options"]:
-        if name in opt["option_strings"]:
-            return list(opt.get("choices") or [])
-    raise AnsibleFilterError("sglang %s has no option %s" % (version, name))
+    action = _schema(version)["_options"].get(name)
+    if action is None:
+        raise AnsibleFilterError("sglang %s has no option %s" % (version, name))
+    return list(action.get("choices") or [])
 
 
 def _systemd_word(word):
