@@ -233,7 +233,7 @@ class Server:
         if self.quant == "modelopt_fp4" and self.sm < 100 and self.backend != "marlin":
             # ModelOptNvFp4FusedMoEMethod.__init__ on a non-Blackwell GPU (facts §1.1)
             msg = self.t(T.NVFP4_PLATFORM_9 if self.version == "0.5.9" else T.NVFP4_PLATFORM_23)
-            self.scheduler_crash("oom_kv", "ValueError: " + msg)
+            self.scheduler_crash("nvfp4_platform", "ValueError: " + msg)
         avail -= per_rank
         dtype = "torch.bfloat16"
         if self.version == "0.5.9":
@@ -435,7 +435,7 @@ class Server:
         self.httpd.daemon_threads = True
         self.http_enabled = True
         scheme_host = "0.0.0.0" if host is None else host
-        Log.uvicorn(T.render(T.UV_RUNNING, scheme="http", host=scheme_host, port=port))
+        Log.uvicorn(T.render(T.UV_RUNNING, addr=T.render(T.UV_ADDR, scheme="http", host=scheme_host, port=port)))
         signal.signal(signal.SIGTERM, self.on_sigterm_before_handler)
         self.httpd.serve_forever(poll_interval=0.2)
 

@@ -197,8 +197,8 @@ UVICORN_ACCESS_FMT = Tpl("sglang", "sglang/srt/utils/common.py", ALL,
 UV_STARTED = Tpl("uvicorn", "uvicorn/server.py", ALL, ("Started server process [{pid}]",))
 UV_FINISHED = Tpl("uvicorn", "uvicorn/server.py", ALL, ("Finished server process [{pid}]",))
 UV_SHUTTING_DOWN = Tpl("uvicorn", "uvicorn/server.py", ALL, ("Shutting down",))
-UV_RUNNING = Tpl("uvicorn", "uvicorn/server.py", ALL,
-                 ("Uvicorn running on {scheme}://{host}:{port} (Press CTRL+C to quit)",))
+UV_RUNNING = Tpl("uvicorn", "uvicorn/server.py", ALL, ("Uvicorn running on {addr} (Press CTRL+C to quit)",))
+UV_ADDR = Tpl("uvicorn", "uvicorn/server.py", ALL, ("{scheme}://{host}:{port}",))  # addr_format "%s://%s:%d"
 UV_WAIT_STARTUP = Tpl("uvicorn", "uvicorn/lifespan/on.py", ALL, ("Waiting for application startup.",))
 UV_STARTUP_COMPLETE = Tpl("uvicorn", "uvicorn/lifespan/on.py", ALL, ("Application startup complete.",))
 UV_WAIT_SHUTDOWN = Tpl("uvicorn", "uvicorn/lifespan/on.py", ALL, ("Waiting for application shutdown.",))
@@ -366,12 +366,34 @@ S9_SERVE = [
      'self.graphs[graph_key].replay()', None, False),
 ]
 
+S9_NVFP4 = [
+    ('sglang/srt/managers/scheduler.py', 3130, 'run_scheduler_process',
+     'scheduler = Scheduler(', (12, 10), False),
+    ('sglang/srt/managers/scheduler.py', 368, '__init__',
+     'self.init_model_worker()', None, False),
+    ('sglang/srt/managers/scheduler.py', 564, 'init_model_worker',
+     'self.init_tp_model_worker()', None, False),
+    ('sglang/srt/managers/scheduler.py', 522, 'init_tp_model_worker',
+     'self.tp_worker = TpModelWorker(', (17, 14), False),
+    ('sglang/srt/managers/tp_worker.py', 247, '__init__',
+     'self._init_model_runner()', None, False),
+    ('sglang/srt/managers/tp_worker.py', 330, '_init_model_runner',
+     'self._model_runner = ModelRunner(', (21, 12), False),
+    ('sglang/srt/model_executor/model_runner.py', 413, '__init__',
+     'self.initialize(min_per_gpu_memory)', None, False),
+    ('sglang/srt/model_executor/model_runner.py', 493, 'initialize',
+     'self.load_model()', None, False),
+    ('sglang/srt/layers/quantization/modelopt_quant.py', 1335, '__init__',
+     'raise ValueError(', None, False),
+]
+
 TRACEBACKS = {
     ("0.5.9", "trtllm_sm120"): S9_TRTLLM,
     ("0.5.9", "oom_kv"): S9_KV,
     ("0.5.9", "oom_graph_inner"): S9_GRAPH_INNER,
     ("0.5.9", "oom_graph_outer"): S9_GRAPH_OUTER,
     ("0.5.9", "serve"): S9_SERVE,
+    ("0.5.9", "nvfp4_platform"): S9_NVFP4,
 }
 
 

@@ -1,0 +1,153 @@
+"""Every line the simulated SGLang server can print must exist in the real program that prints it.
+
+For each template in simulator/moesweep_sim/templates.py, every literal fragment between
+placeholders must occur, in order, inside ONE string literal / f-string (adjacent literals joined,
+as the compiler does) of the cited file in the real wheel: sglang 0.5.9 / 0.5.23, uvicorn, and
+flashinfer 0.6.3 (the version sglang 0.5.9 pins).  Traceback frames are checked line by line.
+Wheels are cached in ~/.cache/moesweep/wheels (pip download --no-deps); without network and
+cache the test skips.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import string
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "simulator"))
+
+from moesweep_sim import templates as T  # noqa: E402
+
+CACHE = Path(os.path.expanduser("~/.cache/moesweep/wheels"))
+WHEELS = {
+    ("sglang", "0.5.9"): "sglang==0.5.9",
+    ("sglang", "0.5.23"): "sglang==0.5.23",
+    ("flashinfer", "0.5.9"): "flashinfer-python==0.6.3",
+    ("uvicorn", None): "uvicorn==0.54.0",
+}
+
+
+def _wheel(req: str) -> zipfile.ZipFile:
+    name, ver = req.split("==")
+    pat = name.replace("-", "_") + "-" + ver + "-"
+    found = [p for p in CACHE.glob("*.whl") if p.name.startswith(pat)]
+    if not found:
+        CACHE.mkdir(parents=True, exist_ok=True)
+        r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+                            "--python-version", "3.11", req, "-d", str(CACHE)], capture_output=True, text=True)
+        found = [p for p in CACHE.glob("*.whl") if p.name.startswith(pat)]
+        if r.returncode != 0 or not found:
+            pytest.skip(f"cannot get wheel {req}: {r.stderr[-300:]}")
+    return zipfile.ZipFile(found[0])
+
+
+_SRC_CACHE: dict = {}
+
+
+def _source(req: str, path: str) -> str:
+    key = (req, path)
+    if key not in _SRC_CACHE:
+        with _wheel(req) as z:
+            _SRC_CACHE[key] = z.read(path).decode()
+    return _SRC_CACHE[key]
+
+
+def _string_nodes(src: str) -> list[str]:
+    """All string literals and f-strings of a module, FormattedValues as \\x00."""
+    out = []
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.JoinedStr):
+            out.append("".join(v.value if isinstance(v, ast.Constant) else "\x00" for v in node.values))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            out.append(node.value)
+    return out
+
+
+def _fragments(part: str) -> list[str]:
+    return [lit for lit, _f, _s, _c in string.Formatter().parse(part) if lit]
+
+
+def _in_order(text: str, frags: list[str]) -> bool:
+    pos = 0
+    for f in frags:
+        i = text.find(f, pos)
+        if i < 0:
+            return False
+        pos = i + len(f)
+    return True
+
+
+def _templates():
+    for name in dir(T):
+        v = getattr(T, name)
+        if isinstance(v, T.Tpl):
+            yield name, v
+
+
+CHECKED = ("sglang", "uvicorn", "flashinfer")
+
+
+@pytest.mark.parametrize("name,tpl", list(_templates()), ids=[n for n, _ in _templates()])
+def test_template_occurs_in_real_source(name, tpl):
+    if tpl.origin not in CHECKED:
+        # torch (C++ allocator text), python (asyncio), flashinfer C++ sources: cited in templates.py
+        assert tpl.source, name
+        pytest.skip(f"{tpl.origin} text, cited as {tpl.source}")
+    versions = tpl.versions if tpl.origin in ("sglang", "flashinfer") else (None,)
+    for ver in versions:
+        if tpl.origin == "flashinfer" and ver != "0.5.9":
+            continue
+        req = WHEELS[(tpl.origin, ver)]
+        src = _source(req, tpl.source)
+        nodes = _string_nodes(src)
+        for part in tpl.parts:
+            if "{asctime}" in part:  # uvicorn logging format strings: {x} stands for %(x)s
+                fmt = part
+                for key in ("asctime", "levelprefix", "message", "client_addr", "request_line", "status_code"):
+                    fmt = fmt.replace("{" + key + "}", f"%({key})s")
+                assert any(fmt in n for n in nodes), f"{name}: {fmt!r} not in {req}:{tpl.source}"
+                continue
+            frags = _fragments(part)
+            assert frags, name
+            ok = any(_in_order(n, frags) for n in nodes)
+            assert ok, f"{name}: {frags!r} not found in one string of {req}:{tpl.source}"
+
+
+def _frame_req(path: str) -> str | None:
+    if path.startswith("sglang/"):
+        return WHEELS[("sglang", "0.5.9")]
+    if path.startswith("flashinfer/"):
+        return WHEELS[("flashinfer", "0.5.9")]
+    return None  # torch frames: third-party evidence, see templates.py
+
+
+@pytest.mark.parametrize("key", list(T.TRACEBACKS), ids=[f"{v}-{k}" for v, k in T.TRACEBACKS])
+def test_traceback_frames_match_wheel(key):
+    for path, line, func, code, carets, _deco in T.TRACEBACKS[key]:
+        req = _frame_req(path)
+        if req is None:
+            continue
+        lines = _source(req, path).splitlines()
+        assert lines[line - 1].strip() == code, f"{path}:{line}: {lines[line - 1].strip()!r} != {code!r}"
+        # the function named in the frame encloses that line
+        tree = ast.parse("\n".join(lines))
+        enclosing = [n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                     and n.lineno <= line <= n.end_lineno]
+        assert func in enclosing, f"{path}:{line} not inside {func}"
+        if carets:
+            stripped = lines[line - 1].strip()
+            assert carets[0] + carets[1] <= len(stripped)
+
+
+def test_format_traceback_shape():
+    tb = T.format_traceback(T.S9_TRTLLM, "RuntimeError: x", "/site")
+    assert tb.startswith("Traceback (most recent call last):\n")
+    assert '  File "/site/torch/nn/modules/module.py", line 1775, in _wrapped_call_impl\n' in tb
+    assert tb.endswith("RuntimeError: x\n")
