@@ -59,7 +59,9 @@ def run_playbook(
         kind = event.get("event")
         if host and kind in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable"):
             out = hosts.setdefault(host, HostOutcome(host))
-            res = data.get("res") or {}
+            res = dict(data.get("res") or {})
+            if kind == "runner_on_failed":
+                res.setdefault("failed", True)
             key = WATCHED_ACTIONS.get(data.get("task_action") or data.get("resolved_action") or "")
             if key:
                 out.results[key] = res
