@@ -155,11 +155,12 @@ def test_readiness_sequence_and_log(sims):
     assert log.startswith("[moesweep-sim] SIMULATED SGLang server (no GPU) emulating sglang 0.5.9\n")
     order = ["server_args=ServerArgs(", "TP0] Load weight begin. avail mem=", "TP7] Load weight end. elapsed=",
              "TP0] KV Cache is allocated. #tokens: ", "Memory pool end. avail mem=",
-             "TP0] Capture cuda graph begin. This can take up to several minutes.", "Capture cuda graph end. Time elapsed",
+             "TP0] Capture cuda graph begin. This can take up to several minutes.",
+             "Capture cuda graph end. Time elapsed",
              "TP0] max_total_num_tokens=", "INFO:     Started server process [", "INFO:     Uvicorn running on "
              "http://127.0.0.1:", "The server is fired up and ready to roll!"]
     pos = [log.find(x) for x in order]
-    assert all(p >= 0 for p in pos) and pos == sorted(pos), list(zip(order, pos))
+    assert all(p >= 0 for p in pos) and pos == sorted(pos), list(zip(order, pos, strict=True))
     time.sleep(0.3)
     acc = s.access()
     assert '"GET /model_info HTTP/1.1" 200 OK' in acc and '"POST /generate HTTP/1.1" 200 OK' in acc
