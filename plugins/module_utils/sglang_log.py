@@ -512,7 +512,14 @@ class SglangLogClassifier:
         if _WARMUP_CAUSE_RE.search(line):
             self._cause_hits.append((len(_CAUSE_PATTERNS), "warmup_failed", line))
         elif _KILLED_CAUSE_RE.search(line):
-            self._cause_hits.append((len(_CAUSE_PATTERNS) + 1, "killed", line))
+            # An exception line that names the SIGKILL (e.g. "scheduler died ... exit code: -9") is "killed"
+            # and beats the bare systemd exit line.
+            prio = len(_CAUSE_PATTERNS) + (0.25 if _EXC_LINE_RE.match(line) else 1)
+            self._cause_hits.append((prio, "killed", line))
+        elif _EXC_LINE_RE.match(line):
+            # An exception no cause pattern knows (e.g. "RuntimeError: CUDA error: an illegal memory
+            # access") still says more than the SIGKILL that follows it: cause "other", this line decisive.
+            self._cause_hits.append((len(_CAUSE_PATTERNS) + 0.5, "other", line))
 
     def finish(self):
         """End of input: promote a trailing bare traceback / exception line / ``Killed`` to a crash."""

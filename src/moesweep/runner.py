@@ -4,6 +4,7 @@ event stream (by task action, never by parsing text)."""
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -83,6 +84,13 @@ def run_playbook(
         "ANSIBLE_DEPRECATION_WARNINGS": "False",
         "ANSIBLE_NOCOLOR": "1",
     }
+    # The ansible-playbook of this interpreter's environment first, whatever PATH says
+    # (ansible-runner looks the binary up in our own PATH).
+    bindir = os.path.dirname(sys.executable)
+    if os.path.exists(os.path.join(bindir, "ansible-playbook")):
+        path = os.environ.get("PATH", "")
+        if not path.startswith(bindir + os.pathsep):
+            os.environ["PATH"] = bindir + os.pathsep + path
     cmdline = []
     if inventory:
         cmdline += ["-i", str(inventory)]

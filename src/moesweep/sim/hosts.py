@@ -171,17 +171,21 @@ def ssh_key() -> Path:
 # ---------------------------------------------------------------- payload
 
 
-def _payload_dir() -> Path:
-    return STATE_DIR / "payload"
+def _payload_dir(cluster: str) -> Path:
+    return STATE_DIR / "payload" / cluster
 
 
-def _build_payload() -> Path:
-    """Copy the simulator and the flag schema data into one read-only tree for the hosts."""
+def _build_payload(cluster: str) -> Path:
+    """Copy the simulator and the flag schema data into one read-only tree for the cluster's hosts.
+
+    One tree per cluster: hosts bind-mount the directory itself, so replacing it while another
+    cluster's hosts run would leave them looking at a deleted directory."""
     src = REPO_ROOT / "simulator"
     if not src.is_dir():
         raise SimError(f"simulator sources missing at {src}: is this a complete moesweep checkout?")
-    dest = _payload_dir()
-    tmp = dest.with_name("payload.partial")
+    dest = _payload_dir(cluster)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f"{cluster}.partial")
     if tmp.exists():
         shutil.rmtree(tmp)
     shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "README.md"))
@@ -189,7 +193,7 @@ def _build_payload() -> Path:
     if data.is_dir():
         shutil.copytree(data, tmp / "data" / "sglang")
     if dest.exists():
-        old = dest.with_name("payload.old")
+        old = dest.with_name(f"{cluster}.old")
         if old.exists():
             shutil.rmtree(old)
         os.replace(dest, old)
@@ -512,7 +516,7 @@ def up(
     if len(free) < n:
         raise SimError("no free host index left in 10.213.0.0/16: run `moesweep sim down --all`")
     rootfs = image.build(log=log)
-    payload = _build_payload()
+    payload = _build_payload(cluster)
     prefix = "sim-gpu" if cluster == "default" else f"sim-{cluster}"
     new = [
         Host(
@@ -603,10 +607,11 @@ def down(cluster: str | None = "default", log=print) -> list[str]:
         with contextlib.suppress(FileNotFoundError):
             Path(marker.read_text().strip()).unlink()
         shutil.rmtree(STATE_DIR / "clusters" / c, ignore_errors=True)
+        shutil.rmtree(_payload_dir(c), ignore_errors=True)
     if not keep:
         with contextlib.suppress(FileNotFoundError):
             _state_file().unlink()
-        shutil.rmtree(_payload_dir(), ignore_errors=True)
+        shutil.rmtree(STATE_DIR / "payload", ignore_errors=True)
         netns_dir = Path("/run/netns")
         if netns_dir.is_dir() and not any(netns_dir.iterdir()) and _is_mountpoint(netns_dir):
             _run(["umount", str(netns_dir)], check=False)

@@ -1,0 +1,186 @@
+"""sweep.yml end to end on a simulated SM120 host: preflight before anything is touched, one unit
+per backend, the restart protocol, and readiness verdicts for every fault the simulator injects.
+
+The host is its own cluster (servers are started and stopped here). The simulator runs with a
+time scale of 0.1 so a launch takes seconds, not minutes; phases keep their order and lines.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from moesweep.runner import run_playbook
+
+pytestmark = pytest.mark.hosts
+
+FAST = {"MOESWEEP_SIM_TIME_SCALE": "0.1"}
+
+
+@pytest.fixture(scope="module")
+def host(sim_clusters):
+    cluster = sim_clusters("point", hosts=1)
+    yield cluster
+    cluster.sh(cluster.names[0], "systemctl stop sglang.service; systemctl reset-failed sglang.service", timeout=60)
+
+
+def sweep(cluster, backend, **extra):
+    env = dict(FAST)
+    env.update(extra.pop("env", {}))
+    extravars = {"backend": backend, "sglang_server_extra_environment": env, "sglang_server_stall_timeout": 5,
+                 "sglang_server_ready_timeout": 120}
+    extravars.update(extra)
+    run = run_playbook("playbooks/sweep.yml", extravars=extravars, inventory=str(cluster.inventory))
+    return run, run.hosts[cluster.names[0]]
+
+
+def unit(cluster, *props):
+    out = cluster.sh(cluster.names[0], f"systemctl show sglang.service -p {','.join(props)}").stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def journal(cluster, pattern):
+    cmd = f"journalctl -u sglang.service -o cat --no-pager | grep -c -- '{pattern}'"
+    return cluster.sh(cluster.names[0], cmd).stdout
+
+
+def test_backend_switch_restarts_once_and_same_backend_changes_nothing(host):
+    run, out = sweep(host, "flashinfer_cutlass")
+    assert run.rc == 0, out.failed_msg
+    assert out.results["readiness"]["state"] == "ready"
+    first = unit(host, "MainPID", "ActiveState")
+    assert first["ActiveState"] == "active"
+    unit_file = host.sh(host.names[0], "cat /etc/systemd/system/sglang.service").stdout
+    assert "--moe-runner-backend flashinfer_cutlass" in unit_file and "Restart=no" in unit_file
+    assert "--tp-size 8" in unit_file and "--tp " not in unit_file
+
+    # same backend again: nothing changes, nothing restarts
+    run, out = sweep(host, "flashinfer_cutlass")
+    assert run.rc == 0 and out.changed == 0, out.results
+    assert unit(host, "MainPID")["MainPID"] == first["MainPID"]
+
+    # another backend: the unit is re-rendered and the server restarted exactly once
+    starts_before = int(journal(host, "Started sglang.service") or 0)
+    run, out = sweep(host, "triton")
+    assert run.rc == 0, out.failed_msg
+    assert out.results["readiness"]["state"] == "ready"
+    assert int(journal(host, "Started sglang.service")) == starts_before + 1
+    assert unit(host, "MainPID")["MainPID"] != first["MainPID"]
+    released = out.results["released"]
+    assert released["released"] is True and released["holders"] == []
+    assert all(m <= 1024 for m in released["memory_used_mib"])  # the old server's memory was seen freed
+
+
+def test_preflight_refuses_trtllm_on_sm120_before_touching_the_running_server(host):
+    run, out = sweep(host, "flashinfer_cutlass")
+    assert out.results["readiness"]["state"] == "ready"
+    before = unit(host, "MainPID")["MainPID"]
+    t0 = time.monotonic()
+    run, out = sweep(host, "flashinfer_trtllm")
+    took = time.monotonic() - t0
+    assert run.rc != 0
+    pre = out.results["preflight"]
+    assert pre["failed"] and pre["verdict"] == "unsupported" and pre["sm"] == "sm120"
+    assert "flashinfer_trtllm" in pre["msg"] and "No supported CUDA architectures" in pre["msg"]
+    assert "readiness" not in out.results
+    assert took < 10, f"preflight took {took:.1f} s"
+    assert unit(host, "MainPID")["MainPID"] == before  # untouched
+
+    # force=true goes ahead and crashes exactly as the simulator (and real sglang 0.5.9) predicts
+    run, out = sweep(host, "flashinfer_trtllm", force=True, sglang_server_ready_timeout=60)
+    assert out.results["preflight"]["forced"] is True
+    ready = out.results["readiness"]
+    assert ready["state"] == "crashed" and ready["cause"] == "unsupported_arch", ready
+    assert "No supported CUDA architectures found for major versions [10]" in ready["decisive_line"]
+    state = unit(host, "ActiveState", "ExecMainStatus", "Result")
+    assert state == {"ActiveState": "failed", "ExecMainStatus": "9", "Result": "signal"}
+
+
+FAULTS = [
+    # fault, expected state, cause, a fragment of the decisive line
+    ("oom_kv", "crashed", "oom", "memory"),
+    ("oom_graph", "crashed", "oom", "memory"),
+    ("hang_capture", "hang", None, None),
+    ("port_in_use", "crashed", "port_in_use", "address already in use"),
+]
+
+
+@pytest.mark.parametrize("fault,state,cause,fragment", FAULTS, ids=[f[0] for f in FAULTS])
+def test_injected_faults_are_told_apart(host, fault, state, cause, fragment):
+    run, out = sweep(host, "flashinfer_cutlass", env={"MOESWEEP_SIM_FAULT": fault})
+    ready = out.results["readiness"]
+    assert ready["state"] == state, json.dumps(ready, indent=1)[:3000]
+    if cause:
+        assert ready["cause"] == cause, ready
+    if fragment:
+        assert fragment in (ready["decisive_line"] or "").lower(), ready
+    assert ready["timeline"], ready
+
+
+def test_crash_after_ready_is_reported_after_ready(host):
+    run, out = sweep(host, "flashinfer_cutlass", env={"MOESWEEP_SIM_FAULT": "crash_after_ready"})
+    assert out.results["readiness"]["state"] == "ready"
+    cursor = host.sh(host.names[0], "journalctl -n 0 --show-cursor -q").stdout.split("cursor: ", 1)[1].strip()
+    # the first real request kills the scheduler
+    host.sh(host.names[0], "python3 -c \"import urllib.request as u; u.urlopen(u.Request("
+            "'http://127.0.0.1:30000/generate', data=b'{\\\"text\\\": \\\"hi\\\"}', "
+            "headers={'Content-Type': 'application/json'}), timeout=10)\" || true", timeout=30)
+    run = run_playbook("tests/integration/playbooks/ready_check.yml", extravars={"cursor": cursor},
+                       inventory=str(host.inventory))
+    res = run.hosts[host.names[0]].results["readiness"]
+    assert res.get("state") == "crashed", res
+    assert res.get("cause") == "other" and "illegal memory access" in res.get("decisive_line", ""), res
+    assert res.get("after_ready") is True, res
+
+
+def test_unknown_flag_is_a_flag_error(host):
+    run, out = sweep(host, "flashinfer_cutlass",
+                     sglang_server_command=["/opt/moesweep-sim/bin/sglang-sim", "--no-such-flag"])
+    ready = out.results["readiness"]
+    assert ready["state"] == "crashed" and ready["cause"] == "flag_error", ready
+    assert "unrecognized arguments: --no-such-flag" in ready["decisive_line"]
+
+
+@pytest.mark.parametrize(
+    "extra,needle",
+    [
+        ({"backend": "no_such_backend"}, "has no overlay"),
+        ({"sglang_server_extra_flags": {"no-such-flag": True}}, "no-such-flag"),
+        ({"sglang_server_extra_flags": {"attention-backend": "warp_drive"}}, "warp_drive"),
+        ({"sglang_server_backends": {"flashinfer_cutlass": {"flags": {"moe-runner-backend": "flashinfer_cutlass",
+                                                                         "nsa-typo": 1}}}}, "nsa-typo"),
+        ({"sglang_server_ready_timeout": 0}, "every timeout must be > 0"),
+        ({"sglang_server_unit_name": "sglang;reboot"}, "no shell"),
+    ],
+    ids=["unknown-backend", "unknown-flag", "bad-choice", "overlay-unknown-flag", "zero-timeout", "unit-metachar"],
+)
+def test_bad_input_is_refused_before_anything_changes(host, extra, needle):
+    before = host.sh(host.names[0], "md5sum /etc/systemd/system/sglang.service 2>/dev/null; "
+                     "systemctl show sglang.service -p MainPID").stdout
+    backend = extra.pop("backend", "flashinfer_cutlass")
+    run, out = sweep(host, backend, **extra)
+    assert run.rc != 0
+    assert needle in (out.failed_msg or ""), out.failed_msg
+    assert out.changed == 0
+    after = host.sh(host.names[0], "md5sum /etc/systemd/system/sglang.service 2>/dev/null; "
+                    "systemctl show sglang.service -p MainPID").stdout
+    assert before == after
+
+
+def test_port_held_by_another_process_is_named(host):
+    h = host.names[0]
+    host.sh(h, "systemctl stop sglang.service; systemd-run --unit squatter python3 -m http.server 30000 "
+               "--bind 127.0.0.1", timeout=30)
+    try:
+        for _ in range(50):
+            if "LISTEN" in host.sh(h, "ss -Hltn 'sport = :30000' | sed 's/^/LISTEN /'").stdout:
+                break
+            time.sleep(0.1)
+        run, out = sweep(host, "flashinfer_cutlass")
+        assert run.rc != 0
+        assert "port 30000 is already in use by PID" in out.failed_msg and "http.server" in out.failed_msg
+        assert "squatter.service" in out.failed_msg
+    finally:
+        host.sh(h, "systemctl stop squatter.service", timeout=30)
