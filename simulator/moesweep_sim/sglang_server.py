@@ -421,7 +421,7 @@ class Server:
             if self.fault == "port_in_use":
                 raise OSError(98, "Address already in use")
             Handler.server_obj = self
-            self.httpd = ThreadingHTTPServer((host, port), Handler)
+            self.httpd = _HTTPServer((host, port), Handler)
         except OSError as e:
             Log.uvicorn(T.render(T.BIND_ERROR, errno=e.errno, addr=(host, port), strerror=(e.strerror or "").lower()),
                         "ERROR")
@@ -520,6 +520,13 @@ class Server:
 
 
 # ---------------------------------------------------------------------------- request handling
+class _HTTPServer(ThreadingHTTPServer):
+    # uvicorn's default backlog is 2048; http.server's 5 drops SYNs under a burst of new
+    # connections (each costing a 1 s retransmit), which would distort client-side latencies
+    request_queue_size = 2048
+    daemon_threads = True
+
+
 def _sse(obj) -> bytes:
     return b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj).encode()) + b"\n\n"
 
