@@ -146,7 +146,7 @@ def test_unknown_flag_is_a_flag_error(host):
 @pytest.mark.parametrize(
     "extra,needle",
     [
-        ({"backend": "no_such_backend"}, "has no overlay"),
+        ({"backend": "no_such_backend"}, "valid choices: auto, deep_gemm"),
         ({"sglang_server_extra_flags": {"no-such-flag": True}}, "no-such-flag"),
         ({"sglang_server_extra_flags": {"attention-backend": "warp_drive"}}, "warp_drive"),
         ({"sglang_server_backends": {"flashinfer_cutlass": {"flags": {"moe-runner-backend": "flashinfer_cutlass",
