@@ -1,0 +1,160 @@
+"""A wheelhouse and PEP 503 simple index for the sglang_env role's tests, served on the machine side
+of a simulated host's namespace (10.213.I.1): the hosts reach no registry, exactly like an air-gapped
+GPU VM reaching an internal mirror.
+
+build(): ``pip download --no-deps --require-hashes`` of every pin of the given locks (run on the
+machine, which reaches PyPI; ``find_links`` of a lock, e.g. /opt/wheels for the CPU torch wheel,
+are honoured), cached under ~/.cache/moesweep/wheelhouse/<hash of the locks>/.  Layout::
+
+    wheels/<file>.whl                 flat directory (pip --find-links URL)
+    simple/<project>/index.html       PEP 503 pages linking ../../wheels/<file>#sha256=...
+
+serve(): http.server bound to one address only (never 0.0.0.0).
+
+CLI: ``python tests/helpers/wheelhouse.py build LOCK... ; ... serve --bind 10.213.1.1 --port 8701 LOCK...``
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import hashlib
+import html
+import http.server
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+PYPI = "https://pypi.org/simple"
+
+
+def cache_root() -> Path:
+    base = os.environ.get("MOESWEEP_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "moesweep"
+    )
+    return Path(base) / "wheelhouse"
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def lock_header(lock: Path) -> dict:
+    first = lock.read_text().splitlines()[0]
+    return json.loads(first.removeprefix("# moesweep-lock: "))
+
+
+def _key(locks: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for lock in sorted(locks):
+        digest.update(lock.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def build(locks: list[Path], python: str = "3.11") -> Path:
+    """Download every pinned file of the locks (cached) and write the simple index; return the root."""
+    root = cache_root() / _key(locks)
+    done = root / ".complete"
+    if done.exists():
+        return root
+    wheels = root / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") or k in ("PIP_CERT",)}
+    env["PIP_CONFIG_FILE"] = os.devnull
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    for lock in locks:
+        header = lock_header(lock)
+        if not header.get("complete"):
+            raise RuntimeError(f"{lock} is an incomplete lock: nothing to download")
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--require-hashes", "--quiet",
+               "--only-binary=:all:", "--python-version", header.get("python", python),
+               "--implementation", "cp", "--abi", "cp" + header.get("python", python).replace(".", ""),
+               "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_17_x86_64",
+               "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_5_x86_64",
+               "--platform", "manylinux1_x86_64", "--platform", "linux_x86_64",
+               "-d", str(wheels), "--index-url", header.get("index_url") or PYPI, "-r", str(lock)]
+        for link in header.get("find_links", []):
+            cmd += ["--find-links", link]
+        subprocess.run(cmd, check=True, env=env)
+    write_simple_index(root)
+    done.write_text("ok\n")
+    return root
+
+
+def write_simple_index(root: Path) -> None:
+    by_project: dict[str, list[Path]] = {}
+    for whl in sorted((root / "wheels").iterdir()):
+        if whl.suffix in (".whl",) or whl.name.endswith((".tar.gz", ".zip")):
+            by_project.setdefault(canonical(whl.name.split("-")[0]), []).append(whl)
+    simple = root / "simple"
+    simple.mkdir(exist_ok=True)
+    links = []
+    for project, files in sorted(by_project.items()):
+        (simple / project).mkdir(exist_ok=True)
+        body = "\n".join(
+            f'<a href="../../wheels/{html.escape(f.name)}#sha256={_sha256(f)}">{html.escape(f.name)}</a><br/>'
+            for f in files
+        )
+        (simple / project / "index.html").write_text(
+            f"<!DOCTYPE html><html><body><h1>Links for {project}</h1>\n{body}\n</body></html>\n"
+        )
+        links.append(f'<a href="{project}/">{project}</a><br/>')
+    (simple / "index.html").write_text("<!DOCTYPE html><html><body>\n" + "\n".join(links) + "\n</body></html>\n")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, fmt, *args):  # noqa: D401 - silence per-request logging
+        pass
+
+
+@contextlib.contextmanager
+def serve(root: Path, bind: str, port: int = 0):
+    """Serve ``root`` on bind:port (0 = any free port) in a thread; yields the base URL."""
+    if bind in ("", "0.0.0.0", "::"):
+        raise ValueError("bind to one address (the namespace's machine side), never all interfaces")
+    handler = functools.partial(_QuietHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer((bind, port), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://{bind}:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build")
+    b.add_argument("locks", nargs="+", type=Path)
+    s = sub.add_parser("serve")
+    s.add_argument("locks", nargs="+", type=Path)
+    s.add_argument("--bind", required=True)
+    s.add_argument("--port", type=int, default=8701)
+    args = parser.parse_args(argv)
+    root = build(args.locks)
+    if args.cmd == "build":
+        print(root)
+        return 0
+    with serve(root, args.bind, args.port) as url:
+        print(f"{url}/simple/  {url}/wheels/", flush=True)
+        threading.Event().wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
