@@ -168,6 +168,13 @@ lines_read:
   description: Journal lines read.
   returned: always
   type: int
+verdict_at:
+  description:
+    - Wall-clock time (seconds since the epoch, this host's clock) when the verdict was reached. Compared
+      with the journal timestamp of the decisive line it gives the detection delay (C(bench/readiness_latency.py)).
+  returned: when the module waited
+  type: float
+  sample: 1764451200.123456
 msg:
   description: One-line summary.
   returned: always
@@ -481,7 +488,9 @@ def main():
             poll_interval=p["poll_interval"],
         )
         state, _elapsed = waiter.run()
+        verdict_at = time.time()
         result = waiter.result(state, time.monotonic() - started)
+        result["verdict_at"] = round(verdict_at, 6)
     finally:
         journal.close()
 

@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Readiness detection delay on a simulated host: from the simulator writing "fired up" (or its
+traceback) to moesweep.sweep.sglang_ready returning, over N restarts each, next to the seeds'
+loop (grep the log every 5 s) measured on the same restarts.
+
+    .venv/bin/python bench/readiness_latency.py [--runs 20]
+
+Delays compare the journal's own timestamp of the decisive line with the wall-clock time at which
+each watcher reached its verdict; both clocks are the same kernel's (the host is a container).
+Goal (issue 5): crash <= 1 s, ready <= 0.5 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from moesweep.runner import run_playbook  # noqa: E402
+from moesweep.sim import hosts  # noqa: E402
+
+FAST = {"MOESWEEP_SIM_TIME_SCALE": "0.15"}
+
+
+def configure(inventory: Path, backend: str, force: bool) -> None:
+    run_playbook("playbooks/sweep.yml", inventory=str(inventory), extravars={
+        "backend": backend, "force": force, "sglang_server_extra_environment": FAST,
+        "sglang_server_ready_timeout": 120})
+
+
+def measure(inventory: Path, host: str, runs: int) -> tuple[list[float], list[float], list[str]]:
+    ours, seed, states = [], [], []
+    for _ in range(runs):
+        captured = {}
+
+        def grab(event, captured=captured):
+            data = event.get("event_data") or {}
+            if event.get("event") == "runner_on_ok" and data.get("task") == "Read the timestamps":
+                captured["stamps"] = data["res"]["stdout"].split()
+
+        run = run_playbook("bench/playbooks/readiness_once.yml", inventory=str(inventory), on_event=grab)
+        verdict = run.hosts[host].results.get("readiness", {})
+        stamps = captured.get("stamps", [])
+        if len(stamps) != 2 or "verdict_at" not in verdict:
+            print(f"  run failed: {run.hosts[host].failed_msg}", file=sys.stderr)
+            continue
+        seed_at, line_at = float(stamps[0]), float(stamps[1])
+        ours.append(verdict["verdict_at"] - line_at)
+        seed.append(seed_at - line_at)
+        states.append(verdict["state"])
+    return ours, seed, states
+
+
+def show(label: str, ours: list[float], seed: list[float], states: list[str]) -> None:
+    if not ours:
+        print(f"{label}: no successful run")
+        return
+    print(f"{label}: n={len(ours)} states={sorted(set(states))}")
+    print(f"  sglang_ready     median {statistics.median(ours) * 1000:8.1f} ms   max {max(ours) * 1000:8.1f} ms")
+    print(f"  seeds' 5 s loop  median {statistics.median(seed) * 1000:8.1f} ms   max {max(seed) * 1000:8.1f} ms")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=20)
+    args = ap.parse_args()
+    res = hosts.up(n=1, cluster="bench-ready", inventory=Path("/run/moesweep/bench-ready.yml"), log=lambda m: None)
+    inv, host = res.inventory, res.hosts[0].name
+    try:
+        configure(inv, "flashinfer_cutlass", False)
+        ready = measure(inv, host, args.runs)
+        configure(inv, "flashinfer_trtllm", True)
+        crash = measure(inv, host, args.runs)
+    finally:
+        hosts.down(cluster="bench-ready", log=lambda m: None)
+    print("readiness detection delay (line written -> verdict), simulated SM120 host, sglang 0.5.9")
+    show("ready (fired up)", *ready)
+    show("crash (flashinfer_trtllm traceback)", *crash)
+    print("goal: ready <= 500 ms, crash <= 1000 ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
