@@ -116,7 +116,8 @@ def test_site_installs_test_stack_from_wheelhouse_idempotently(sim_clusters, whe
     cluster = sim_clusters("site-1", hosts=1)
     host = cluster.hosts[0]
     with wheelhouse.serve(wheel_root, host.gateway, 0) as url:
-        extra = {"sglang_env_stack": TEST_STACK, "sglang_env_index_url": f"{url}/simple/"}
+        extra = {"sglang_env_stack": TEST_STACK, "sglang_env_index_url": f"{url}/simple/",
+                 "sglang_env_trusted_hosts": [host.gateway]}
         t0 = time.monotonic()
         first = site(cluster, extra=extra)
         first_s = time.monotonic() - t0
