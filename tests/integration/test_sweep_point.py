@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -96,6 +98,44 @@ def test_preflight_refuses_trtllm_on_sm120_before_touching_the_running_server(ho
     assert "No supported CUDA architectures found for major versions [10]" in ready["decisive_line"]
     state = unit(host, "ActiveState", "ExecMainStatus", "Result")
     assert state == {"ActiveState": "failed", "ExecMainStatus": "9", "Result": "signal"}
+    log = host.sh(host.names[0], "journalctl -u sglang.service -o cat -n 400 --no-pager").stdout
+    assert "Scheduler hit an exception: Traceback (most recent call last):" in log
+    assert "Received sigquit from a child process. It usually means the child failed." in log
+
+
+def test_seed_launch_line_health_sequence_and_clean_stop(host):
+    """The seeds' GLM-5-NVFP4 line with flashinfer_cutlass under the unit: /health goes
+    refused -> 503 -> 200 (observed from outside, over the host's address), and stop exits 0."""
+    run, out = sweep(host, "flashinfer_cutlass")
+    assert out.results["readiness"]["state"] == "ready", out.failed_msg
+    h = host.names[0]
+    assert host.sh(h, "systemctl stop sglang.service").returncode == 0
+    url = f"http://{host.hosts[0].address}:8000/health"
+    seen: list = []
+    assert host.sh(h, "systemctl start sglang.service").returncode == 0
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            code = urllib.request.urlopen(url, timeout=1).status
+        except urllib.error.HTTPError as exc:
+            code = exc.code
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            code = "refused"
+        if not seen or seen[-1] != code:
+            seen.append(code)
+        if code == 200:
+            break
+        time.sleep(0.05)
+    assert seen == ["refused", 503, 200], seen
+    line = host.sh(h, "systemctl show sglang.service -p ExecStart --value").stdout
+    for flag in ("--model-path lukealonso/GLM-5-NVFP4", "--tp-size 8", "--quantization modelopt_fp4",
+                 "--moe-runner-backend flashinfer_cutlass", "--nsa-decode-backend trtllm"):
+        assert flag in line, (flag, line)
+    stop = host.sh(h, "systemctl stop sglang.service; echo rc=$?")
+    assert "rc=0" in stop.stdout
+    # sglang 0.5.9 ends a graceful stop with kill_process_tree(include_parent=True): SIGKILL on itself
+    drained = host.sh(h, "journalctl -u sglang.service -o cat -n 40 --no-pager").stdout
+    assert "Draining requests and shutting down" in drained
 
 
 FAULTS = [
@@ -125,7 +165,7 @@ def test_crash_after_ready_is_reported_after_ready(host):
     cursor = host.sh(host.names[0], "journalctl -n 0 --show-cursor -q").stdout.split("cursor: ", 1)[1].strip()
     # the first real request kills the scheduler
     host.sh(host.names[0], "python3 -c \"import urllib.request as u; u.urlopen(u.Request("
-            "'http://127.0.0.1:30000/generate', data=b'{\\\"text\\\": \\\"hi\\\"}', "
+            "'http://127.0.0.1:8000/generate', data=b'{\\\"text\\\": \\\"hi\\\"}', "
             "headers={'Content-Type': 'application/json'}), timeout=10)\" || true", timeout=30)
     run = run_playbook("tests/integration/playbooks/ready_check.yml", extravars={"cursor": cursor},
                        inventory=str(host.inventory))
@@ -171,16 +211,16 @@ def test_bad_input_is_refused_before_anything_changes(host, extra, needle):
 
 def test_port_held_by_another_process_is_named(host):
     h = host.names[0]
-    host.sh(h, "systemctl stop sglang.service; systemd-run --unit squatter python3 -m http.server 30000 "
+    host.sh(h, "systemctl stop sglang.service; systemd-run --unit squatter python3 -m http.server 8000 "
                "--bind 127.0.0.1", timeout=30)
     try:
         for _ in range(50):
-            if "LISTEN" in host.sh(h, "ss -Hltn 'sport = :30000' | sed 's/^/LISTEN /'").stdout:
+            if "LISTEN" in host.sh(h, "ss -Hltn 'sport = :8000' | sed 's/^/LISTEN /'").stdout:
                 break
             time.sleep(0.1)
         run, out = sweep(host, "flashinfer_cutlass")
         assert run.rc != 0
-        assert "port 30000 is already in use by PID" in out.failed_msg and "http.server" in out.failed_msg
+        assert "port 8000 is already in use by PID" in out.failed_msg and "http.server" in out.failed_msg
         assert "squatter.service" in out.failed_msg
     finally:
         host.sh(h, "systemctl stop squatter.service", timeout=30)
