@@ -49,6 +49,7 @@ def run_playbook(
     private_data_dir: str | None = None,
     quiet: bool = True,
     on_event=None,
+    cmdline_extra: list[str] | None = None,
 ) -> PlaybookRun:
     import ansible_runner
 
@@ -94,6 +95,7 @@ def run_playbook(
     cmdline = []
     if inventory:
         cmdline += ["-i", str(inventory)]
+    cmdline += list(cmdline_extra or [])
     t0 = time.monotonic()
     r = ansible_runner.run(
         private_data_dir=pdd,
