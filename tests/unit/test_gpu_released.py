@@ -1,0 +1,118 @@
+"""gpu_released, port_owner and the /proc/net/tcp parser, fed real recorded output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+import moesweep._collection  # noqa: F401
+
+# isort: split
+from ansible_collections.moesweep.sweep.plugins.module_utils import ports
+from ansible_collections.moesweep.sweep.plugins.modules import gpu_released
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+DEVICE = FIX / "nvidia-smi" / "h200-x1-device"
+
+
+class ExitJson(Exception):
+    pass
+
+
+class FailJson(Exception):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def exits(monkeypatch):
+    def exit_json(self, **kw):
+        raise ExitJson(kw)
+
+    def fail_json(self, msg, **kw):
+        kw["msg"] = msg
+        raise FailJson(kw)
+
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+
+
+def test_parse_proc_net_tcp_recorded():
+    socks = ports.parse_proc_net_tcp((FIX / "proc" / "net-tcp.txt").read_text())
+    listening = [(s["local_port"], s["inode"]) for s in socks if s["state"] == ports.TCP_LISTEN]
+    assert listening == [(2024, 1151), (37915, 209212)]
+    assert len(socks) == 3
+
+
+def test_parse_proc_net_tcp6_recorded():
+    socks = ports.parse_proc_net_tcp((FIX / "proc" / "net-tcp6.txt").read_text())
+    assert [(s["local_port"], s["state"], s["inode"]) for s in socks] == [(22, "0A", 136630)]
+
+
+def test_listeners_names_the_owner(tmp_path):
+    proc = tmp_path / "proc"
+    (proc / "net").mkdir(parents=True)
+    (proc / "net" / "tcp").write_text((FIX / "proc" / "net-tcp.txt").read_text())
+    (proc / "4242" / "fd").mkdir(parents=True)
+    (proc / "4242" / "cmdline").write_bytes(b"python3\0-m\0http.server\0002024\0")
+    (proc / "4242" / "fd" / "3").symlink_to("socket:[1151]")
+    assert ports.listeners(2024, proc_root=str(proc)) == [{"pid": 4242, "cmdline": "python3 -m http.server 2024"}]
+    assert ports.listeners(8000, proc_root=str(proc)) == []
+    # a listener whose owner is not visible is still reported, not silently ignored
+    assert ports.listeners(37915, proc_root=str(proc))[0]["pid"] is None
+
+
+def run_module(args, answers):
+    """answers: list of (compute-apps csv, query-gpu csv) per poll."""
+    seq = iter(answers)
+    state = {}
+
+    def run_command(self, argv, **kw):
+        if argv[1].startswith("--query-compute-apps"):
+            state["cur"] = next(seq)
+            return 0, state["cur"][0], ""
+        return 0, state["cur"][1], ""
+
+    with patch_module_args(args), \
+            mock.patch.object(basic.AnsibleModule, "run_command", run_command), \
+            mock.patch.object(basic.AnsibleModule, "get_bin_path", lambda *a, **k: "/usr/bin/nvidia-smi"), \
+            mock.patch("os.path.exists", return_value=True), \
+            mock.patch.object(gpu_released.time, "sleep", lambda s: None), \
+            mock.patch.object(gpu_released.ports, "listeners", lambda port: []):
+        gpu_released.main()
+
+
+BUSY = (DEVICE / "compute-apps-under-bf16-matmul.csv").read_text()
+IDLE = (DEVICE / "compute-apps-idle.csv").read_text()
+
+
+def test_released_after_the_process_left():
+    with pytest.raises(ExitJson) as e:
+        run_module({"timeout": 5, "poll_interval": 0.01}, [(BUSY, "0, 21700\n"), (IDLE, "0, 3\n")])
+    r = e.value.args[0]
+    assert r["released"] is True and r["holders"] == [] and r["memory_used_mib"] == [3]
+
+
+def test_timeout_names_the_pid_still_holding_the_gpu():
+    with mock.patch.object(gpu_released.time, "monotonic", side_effect=[0.0, 0.0, 10.0]), pytest.raises(FailJson) as e:
+        run_module({"timeout": 5, "poll_interval": 0.01}, [(BUSY, "0, 21700\n"), (BUSY, "0, 21700\n")])
+    r = e.value.args[0]
+    assert "PID 891 (/opt/torch/.venv/bin/python3) holds 21700 MiB on GPU 00000000:00:06.0" in r["msg"]
+    assert r["released"] is False and "elapsed" in r
+
+
+def test_check_mode_reports_once_without_waiting():
+    with pytest.raises(ExitJson) as e:
+        run_module({"timeout": 5, "_ansible_check_mode": True}, [(BUSY, "0, 21700\n")])
+    assert e.value.args[0]["released"] is False and e.value.args[0]["changed"] is False
+
+
+@pytest.mark.parametrize("args,msg", [({"timeout": 0}, "timeout must be greater than 0"),
+                                      ({"port": 70000}, "port must be between 0 and 65535")])
+def test_bad_input(args, msg):
+    with pytest.raises(FailJson) as e:
+        run_module(args, [])
+    assert msg in e.value.args[0]["msg"]
