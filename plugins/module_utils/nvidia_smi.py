@@ -392,7 +392,15 @@ def classify_virtualization(detect_virt=None, container_hint=None, dmi_text=None
     ``product_name``. ``cpuinfo_text``: ``/proc/cpuinfo``.
 
     Returns ``{'type': 'none'|'kvm'|...|'vm'|'container'..., 'kind': 'none'|'vm'|'container'|'unknown',
-    'source': <which evidence decided>}``."""
+    'source': <which evidence decided>, 'hypervisor': bool|None}``. ``hypervisor`` is the CPU's own
+    word (the ``hypervisor`` flag) whatever decided ``kind``: a container inside a VM shows both layers
+    (seen on a Firecracker GPU VM whose image carries ``/run/systemd/container`` = docker)."""
+    result = _classify_virtualization(detect_virt, container_hint, dmi_text, cpuinfo_text)
+    result["hypervisor"] = cpuinfo_has_hypervisor(cpuinfo_text) if cpuinfo_text is not None else None
+    return result
+
+
+def _classify_virtualization(detect_virt, container_hint, dmi_text, cpuinfo_text):
     if detect_virt is not None and detect_virt.strip():
         value = detect_virt.strip().splitlines()[0].strip()
         containers = (

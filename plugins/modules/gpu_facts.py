@@ -152,9 +152,10 @@ ansible_facts:
           description: >-
             C(type) (systemd-detect-virt vocabulary: V(none), V(kvm), V(qemu), V(systemd-nspawn), ...; V(vm)
             when only the hypervisor CPU flag says so; V(unknown)), C(kind) (V(none), V(vm), V(container),
-            V(unknown)) and C(source) (which evidence decided).
+            V(unknown)), C(source) (which evidence decided) and C(hypervisor) (the CPU's hypervisor flag,
+            whatever decided C(kind): a container in a VM shows both layers; null when unreadable).
           type: dict
-          sample: {type: kvm, kind: vm, source: systemd-detect-virt}
+          sample: {type: kvm, kind: vm, source: systemd-detect-virt, hypervisor: true}
         cuda_home:
           description: The CUDA toolkit root looked at.
           type: str

@@ -129,7 +129,7 @@ def test_h200_facts_from_real_output():
     assert facts["gpus"][0]["power_max_limit_w"] == 700.0
     assert facts["processes"] == []
     # systemd-detect-virt absent on that Firecracker VM: DMI decides
-    assert facts["virtualization"] == {"type": "firecracker", "kind": "vm", "source": "dmi"}
+    assert facts["virtualization"] == {"type": "firecracker", "kind": "vm", "source": "dmi", "hypervisor": None}
     assert facts["cuda_toolkit"] == {
         "nvcc": "/usr/local/cuda-12.8/bin/nvcc",
         "release": "12.8",
