@@ -135,11 +135,8 @@ def _installed_versions(target: Path) -> dict[str, str]:
 
 
 def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
     with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def prog_source(src: Path) -> dict:

@@ -231,11 +231,8 @@ def _same_version(a: str, b: str) -> bool:
 
 
 def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def hashes_for(entry: dict, stack: dict) -> tuple[list[str], str]:

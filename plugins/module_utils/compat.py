@@ -10,6 +10,8 @@ the ``sglang_preflight`` action and the ``moesweep check`` CLI, so both give the
 import os
 import re
 
+from ansible_collections.moesweep.sweep.plugins.module_utils.nvidia_smi import sm_number  # noqa: F401  (re-exported)
+
 STATUS_ORDER = {"supported": 0, "unknown": 1, "caveat": 2, "unsupported": 3}
 DEFAULT_KB_PATH = os.path.join(os.path.dirname(__file__), "..", "..", "data", "compat.yml")
 
@@ -45,19 +47,6 @@ def _in_range(version, rng):
     if hi and version > hi:
         return False
     return True
-
-
-def sm_number(sm):
-    if sm is None:
-        return None
-    if isinstance(sm, int):
-        return sm
-    text = str(sm).strip().lower()
-    m = re.match(r"^(\d+)\.(\d+)$", text)
-    if m:
-        return int(m.group(1)) * 10 + int(m.group(2))
-    m = re.match(r"^(?:sm_?)?(\d+)[af]?$", text)
-    return int(m.group(1)) if m else None
 
 
 def normalise_quantization(quant):
