@@ -100,3 +100,13 @@ def test_flag_refusal_and_bad_sm(capsys):
     assert rc == 1 and "SM90 or SM10X" in out and "ambiguous" in out
     rc, _ = run(capsys, "--sm", "gpu", "--backend", "triton", "--sglang-version", "0.5.9")
     assert rc == 2
+
+
+def test_flag_values_are_typed_like_ansible_extra_vars():
+    from moesweep.commands.check import _flag
+
+    assert _flag("enable-flashinfer-allreduce-fusion=true") == ("enable-flashinfer-allreduce-fusion", True)
+    assert _flag("--tp-size=8") == ("tp-size", 8)
+    assert _flag("mem-fraction-static=0.9") == ("mem-fraction-static", 0.9)
+    assert _flag("trust-remote-code") == ("trust-remote-code", True)
+    assert _flag("served-model-name=glm-5") == ("served-model-name", "glm-5")

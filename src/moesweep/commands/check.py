@@ -17,10 +17,21 @@ from ansible_collections.moesweep.sweep.plugins.module_utils import compat
 
 
 def _flag(text: str) -> tuple[str, object]:
-    if "=" in text:
-        key, value = text.split("=", 1)
-    else:
-        key, value = text, True
+    """``K=V`` with V read as a YAML-ish scalar the way Ansible reads ``-e`` values: true/false are
+    booleans, numbers are numbers, anything else a string; a bare ``K`` is a set boolean flag."""
+    if "=" not in text:
+        return text.lstrip("-"), True
+    key, value = text.split("=", 1)
+    low = value.strip().lower()
+    if low in ("true", "yes", "on"):
+        return key.lstrip("-"), True
+    if low in ("false", "no", "off"):
+        return key.lstrip("-"), False
+    for cast in (int, float):
+        try:
+            return key.lstrip("-"), cast(value)
+        except ValueError:
+            pass
     return key.lstrip("-"), value
 
 
