@@ -1,0 +1,51 @@
+"""The seeds' launch line against a simulated host that emulates sglang 0.5.23: the preflight names
+every flag that version rejects (before anything is written), and the corrected overlay runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from moesweep.runner import run_playbook
+
+pytestmark = pytest.mark.hosts
+
+FAST = {"MOESWEEP_SIM_TIME_SCALE": "0.1"}
+
+
+@pytest.fixture(scope="module")
+def host23(sim_clusters):
+    cluster = sim_clusters("v23", hosts=1, sglang_version="0.5.23")
+    yield cluster
+    cluster.sh(cluster.names[0], "systemctl stop sglang.service; systemctl reset-failed sglang.service", timeout=60)
+
+
+def point(cluster, **extra):
+    extravars = {"backend": "flashinfer_cutlass", "sglang_server_extra_environment": FAST,
+                 "sglang_server_ready_timeout": 120, **extra}
+    run = run_playbook("playbooks/sweep.yml", extravars=extravars, inventory=str(cluster.inventory))
+    return run, run.hosts[cluster.names[0]]
+
+
+def test_seed_line_is_refused_on_0523_with_every_reason(host23):
+    run, out = point(host23)
+    assert run.rc != 0 and out.changed == 0
+    msg = out.results["preflight"]["msg"]
+    assert "sglang 0.5.23" in msg
+    assert "--nsa-decode-backend -> --dsa-decode-backend" in msg
+    assert "ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode" in msg
+    assert "FlashInfer allreduce fusion requires SM90 or SM10X NVIDIA GPUs." in msg
+    assert host23.sh(host23.names[0], "test -e /etc/systemd/system/sglang.service").returncode != 0
+
+
+def test_corrected_overlay_runs_on_0523(host23):
+    overlay = {"flashinfer_cutlass": {
+        "flags": {"moe-runner-backend": "flashinfer_cutlass", "dsa-decode-backend": "trtllm",
+                  "dsa-prefill-backend": "trtllm", "cuda-graph-max-bs-decode": 64},
+        "remove": ["nsa-decode-backend", "nsa-prefill-backend", "cuda-graph-max-bs",
+                   "enable-flashinfer-allreduce-fusion"]}}
+    run, out = point(host23, sglang_server_backends=overlay)
+    assert run.rc == 0, out.failed_msg
+    assert out.results["readiness"]["state"] == "ready"
+    unit = host23.sh(host23.names[0], "systemctl show sglang.service -p ExecStart --value").stdout
+    assert "--dsa-decode-backend trtllm" in unit and "--nsa-" not in unit
+    assert "--cuda-graph-max-bs-decode 64" in unit
