@@ -31,7 +31,7 @@ def changed(stdout: str) -> int:
     return sum(int(n) for n in re.findall(r"changed=(\d+)", stdout))
 
 
-def bench(n: int, root: Path) -> tuple[float, float]:
+def bench(n: int, root: Path, show: bool = False) -> tuple[float, float]:
     cluster = f"bench-site{n}"
     inventory = Path(f"/run/moesweep/bench-site{n}.yml")
     res = simhosts.up(n=n, cluster=cluster, inventory=inventory, log=lambda m: None)
@@ -53,6 +53,8 @@ def bench(n: int, root: Path) -> tuple[float, float]:
             noop = time.monotonic() - t0
             if changed(proc.stdout):
                 raise SystemExit(f"re-run on {n} hosts changed something:\n{proc.stdout[-3000:]}")
+            if show:
+                print(proc.stdout[-4000:], flush=True)
             return converge, noop
     finally:
         simhosts.down(cluster=cluster, log=lambda m: None)
@@ -61,10 +63,11 @@ def bench(n: int, root: Path) -> tuple[float, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--hosts", type=int, nargs="+", default=[1, 4])
+    parser.add_argument("--show", action="store_true", help="print the tail of the re-run's output")
     args = parser.parse_args()
     root = wheelhouse.build([LOCKS / f"{STACK}.txt", LOCKS / "client-sglang-0.5.9.txt"])
     for n in args.hosts:
-        converge, noop = bench(n, root)
+        converge, noop = bench(n, root, args.show)
         print(f"site.yml on {n} simulated host(s): converge {converge:.1f} s, no-change re-run {noop:.1f} s "
               f"(goal <= 30 s)", flush=True)
     return 0
