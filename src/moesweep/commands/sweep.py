@@ -87,6 +87,21 @@ def _summarise(backend: str, outcome, run, run_id: str, started: str, extravars:
     }
 
 
+def _detail(point: dict) -> str:
+    """One line saying why a point ended as it did."""
+    ready, pre = point["readiness"], point["preflight"]
+    if point["status"] == "refused":
+        reasons = [r for r in pre.get("reasons") or [] if r.get("status") == "unsupported"]
+        return (reasons[0].get("reason") if reasons else (pre.get("msg") or "").splitlines()[0])[:200]
+    if ready.get("state") == "ready":
+        warn = pre.get("preflight_warnings") or []
+        return f"ready in {ready.get('elapsed')} s" + (f" (caveat: {warn[0][:120]})" if warn else "")
+    if ready.get("state"):
+        line = (ready.get("decisive_line") or "")[:160]
+        return f"{ready.get('cause') or ready['state']} in {ready.get('phase')}: {line}"
+    return (point.get("failed_msg") or "").splitlines()[0][:200] if point.get("failed_msg") else ""
+
+
 def _parse_extra(pairs: list[str]) -> dict:
     out = {}
     for pair in pairs:
@@ -129,8 +144,7 @@ def run(args) -> int:
             path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(path, json.dumps(point, indent=2, sort_keys=True, default=str) + "\n")
             table.append(point)
-            detail = point["readiness"].get("cause") or point["preflight"].get("msg") or point["failed_msg"] or ""
-            print(f"   {host}: {point['status']} {str(detail)[:160]}", file=sys.stderr, flush=True)
+            print(f"   {host}: {point['status']}: {_detail(point)}", file=sys.stderr, flush=True)
     restored = None
     if not args.no_restore and table:
         ready = [p["backend"] for p in table if p["status"] == "ready"]
