@@ -62,6 +62,31 @@ def test_cuda_toolkit_installs_from_repository_then_changes_nothing(apt_cluster)
     assert changed(dry) == 0, dry.stdout[-3000:]
 
 
+def test_toolkit_missing_from_a_reachable_repository_fails_before_anything_changes(apt_cluster):
+    """The repository answers, but its Packages index has no cuda-toolkit-12-9: a clear error naming
+    the package and the URL, and nothing on the host changes."""
+    cluster, url = apt_cluster
+    host = cluster.names[0]
+    before = cluster.sh(host, "ls /etc/apt/sources.list.d/ /usr/local; dpkg -l | wc -l").stdout
+    extra = {"cuda_toolkit_repo_base_url": url, "cuda_toolkit_version": "12.9", "cuda_toolkit_driver_min_cuda": "12.8"}
+    proc = site(cluster, "--tags", "cuda_toolkit", check=False, extra=extra)
+    words = " ".join(proc.stdout.split())
+    assert proc.returncode != 0
+    assert "package cuda-toolkit-12-9 is not available from" in words, proc.stdout[-3000:]
+    assert "not listed in its Packages index" in words
+    assert changed(proc) == 0
+    assert cluster.sh(host, "ls /etc/apt/sources.list.d/ /usr/local; dpkg -l | wc -l").stdout == before
+
+
+def test_hosts_have_no_route_to_any_registry(sim_hosts):
+    """The air-gapped premise of every install test: no default route, only the gateway."""
+    host = sim_hosts.names[0]
+    assert sim_hosts.sh(host, "ip route show default").stdout.strip() == ""
+    # A routing-table lookup only (no packet leaves): pypi.org's address has no route.
+    probe = sim_hosts.sh(host, "ip route get 151.101.0.223")
+    assert probe.returncode != 0 and "unreachable" in probe.stderr.lower(), probe.stderr
+
+
 def test_preinstalled_toolkits_select_12_8_and_install_nothing(sim_hosts):
     host = sim_hosts.names[0]
     first = site(sim_hosts, "--tags", "cuda_toolkit", "--limit", host, "-v")
@@ -128,11 +153,29 @@ def test_site_installs_test_stack_from_wheelhouse_idempotently(sim_clusters, whe
         assert changed(second) == 0, second.stdout[-4000:]
         dry = site(cluster, "--check", extra=extra)
         assert changed(dry) == 0, dry.stdout[-4000:]
+        assert "unchanged since verified" in second.stdout  # the no-change run skipped the imports
+        prov = json.loads(cluster.sh(host.name, "cat /etc/moesweep/provenance.json").stdout)
+        # Something lands in the venv behind the role's back: the fingerprint no longer matches the
+        # record, so the imports and pip freeze run again and the record is rewritten.
+        sp = "/opt/moesweep/venvs/sglang/lib/python3.11/site-packages/moesweep_probe-1.0.dist-info"
+        cluster.sh(host.name, f"mkdir -p {sp} && printf 'Metadata-Version: 2.1\\nName: moesweep-probe\\n"
+                              f"Version: 1.0\\n' > {sp}/METADATA", check=True)
+        dry = site(cluster, "--check", extra=extra)
+        assert changed(dry) == 1, dry.stdout[-4000:]  # check mode predicts the record's rewrite
+        third = site(cluster, extra=extra)
+        assert changed(third) == 1 and "Verify the imports" in third.stdout, third.stdout[-4000:]
+        assert "server (unchanged since verified)" not in third.stdout
+        after = json.loads(cluster.sh(host.name, "cat /etc/moesweep/provenance.json").stdout)
+        assert after["freeze_sha256"] != prov["freeze_sha256"]
+        assert after["dist_fingerprint"] != prov["dist_fingerprint"]
+        assert changed(site(cluster, extra=extra)) == 0
+        cluster.sh(host.name, f"rm -rf {sp}", check=True)
     prov = json.loads(cluster.sh(host.name, "cat /etc/moesweep/provenance.json").stdout)
     assert prov["versions"] == {"sglang": "0.5.9", "flashinfer": "0.6.3", "torch": "2.13.0+cpu"}
     assert prov["client"]["versions"]["sglang"] == "0.5.9"
     assert prov["cuda_home"] == "/usr/local/cuda-12.8"
     assert len(prov["lock_sha256"]) == 64 and len(prov["freeze_sha256"]) == 64
+    assert len(prov["dist_fingerprint"]) == 64
     print(f"site.yml first converge {first_s:.1f}s, no-change re-run {noop_s:.1f}s")
 
 
