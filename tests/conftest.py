@@ -82,6 +82,7 @@ def run_ansible(tool: str, *args: str, check: bool = True, env: dict | None = No
 class _ClusterFactory:
     def __init__(self, tmp_root: Path):
         self._made: dict[tuple, SimCluster] = {}
+        self._booted: set[str] = set()
         self._tmp = tmp_root
 
     def __call__(self, name: str, hosts: int = 1, **profile) -> SimCluster:
@@ -94,12 +95,15 @@ class _ClusterFactory:
         res = simhosts.up(n=hosts, cluster=name, inventory=inventory, log=lambda m: None, **profile)
         cluster = SimCluster(name, res.inventory, res.hosts)
         self._made[key] = cluster
+        if not res.reused:
+            self._booted.add(name)
         return cluster
 
     def teardown(self) -> None:
         from moesweep.sim import hosts as simhosts
 
-        for name in {c.name for c in self._made.values()}:
+        # Only what this session booted: a cluster found running belongs to someone else.
+        for name in self._booted:
             simhosts.down(cluster=name, log=lambda m: None)
 
 

@@ -13,6 +13,8 @@ State lives under ``/run/moesweep/sim`` (gone at reboot, like the namespaces the
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import functools
 import json
 import os
 import shutil
@@ -113,6 +115,23 @@ def _alive(pid: int) -> bool:
 
 
 # ---------------------------------------------------------------- state
+
+
+def _locked(fn):
+    """Serialise state changes between processes (parallel test sessions, molecule, a user's shell):
+    the state file, host indices and cgroup names are shared by every cluster on the machine."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        with open(STATE_DIR / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    return wrapper
 
 
 def _state_file() -> Path:
@@ -470,6 +489,7 @@ def _validate(n: int, gpu: str, gpu_count: int, sglang_version: str, toolkits: l
             raise SimError(f"bad CUDA toolkit version {t!r} in --cuda-toolkits: use X.Y, e.g. 12.8,13.1")
 
 
+@_locked
 def up(
     n: int = 1,
     gpu: str = "rtx-pro-6000",
@@ -509,7 +529,7 @@ def up(
             _write_inventory(inventory, mine, key)
             return UpResult(mine, inventory, time.monotonic() - t0, reused=True)
         log(f"cluster {cluster!r} runs a different set of hosts: replacing it")
-        down(cluster=cluster, log=log)
+        _down(cluster, log)
         all_hosts = [h for h in load_hosts() if _alive(h.nspawn_pid)]
     used = {h.index for h in all_hosts}
     free = [i for i in range(1, MAX_INDEX + 1) if i not in used and not _netns_exists(f"{NETNS_PREFIX}{i}")]
@@ -588,9 +608,14 @@ def _orphan_namespaces() -> list[int]:
     return found
 
 
+@_locked
 def down(cluster: str | None = "default", log=print) -> list[str]:
     """Power off the cluster's hosts (all clusters with ``cluster=None``). Idempotent: succeeds when
     nothing runs, and also removes what an interrupted run left behind (netns, veth, state)."""
+    return _down(cluster, log)
+
+
+def _down(cluster: str | None, log) -> list[str]:
     hosts = load_hosts()
     gone = [h for h in hosts if cluster is None or h.cluster == cluster]
     keep = [h for h in hosts if h not in gone]
