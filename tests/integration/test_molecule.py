@@ -21,6 +21,7 @@ SCENARIOS = [
     ("cuda_toolkit", "default"),  # no toolkit: installs cuda-toolkit-12-8 from the local signed repository
     ("cuda_toolkit", "preinstalled"),  # 12.8 and 13.1 present: installs nothing, selects 12.8
     ("sglang_env", "default"),  # CPU test stack + client from the wheelhouse
+    ("sglang_server", "default"),  # unit for one backend, simulated server ready; a re-run restarts nothing
 ]
 
 

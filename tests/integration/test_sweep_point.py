@@ -57,6 +57,11 @@ def test_backend_switch_restarts_once_and_same_backend_changes_nothing(host):
     unit_file = host.sh(host.names[0], "cat /etc/systemd/system/sglang.service").stdout
     assert "--moe-runner-backend flashinfer_cutlass" in unit_file and "Restart=no" in unit_file
     assert "--tp-size 8" in unit_file and "--tp " not in unit_file
+    # the running server holds all 8 GPUs (simulated nvidia-smi follows the simulated server)
+    query = "nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits"
+    apps = host.sh(host.names[0], query).stdout
+    assert len(apps.splitlines()) == 8 and all(line.startswith(first["MainPID"] + ",") for line in apps.splitlines())
+    assert all(int(line.split(",")[1]) > 50000 for line in apps.splitlines()), apps
 
     # same backend again: nothing changes, nothing restarts
     run, out = sweep(host, "flashinfer_cutlass")
