@@ -227,7 +227,9 @@ MODULE_CALLS = ("self.model(", "layer(", "self.mlp(", "self.experts(")
 # carets = (offset into the stripped line, count) of Python 3.11's ^ marker line, None when not shown.
 # decorated=True: the function is wrapped by torch.no_grad()/DynamicGradMode, so torch's
 # decorate_context frame precedes it.
-S9_TRTLLM = [
+# Frames shared by several tracebacks: scheduler start-up down to ModelRunner.initialize(), and the
+# GLM-5 (DeepseekV2 code path) forward down to its MoE layer.
+S9_INIT_TO_MODEL_RUNNER = [
     ('sglang/srt/managers/scheduler.py', 3130, 'run_scheduler_process',
      'scheduler = Scheduler(', (12, 10), False),
     ('sglang/srt/managers/scheduler.py', 368, '__init__',
@@ -242,6 +244,20 @@ S9_TRTLLM = [
      'self._model_runner = ModelRunner(', (21, 12), False),
     ('sglang/srt/model_executor/model_runner.py', 413, '__init__',
      'self.initialize(min_per_gpu_memory)', None, False),
+]
+
+S9_DEEPSEEK_MOE_LAYER = [
+    ('sglang/srt/models/deepseek_v2.py', 2919, 'forward',
+     'hidden_states = self.model(', (16, 11), True),
+    ('sglang/srt/models/deepseek_v2.py', 2730, 'forward',
+     'hidden_states, residual = layer(', (26, 6), False),
+    ('sglang/srt/models/deepseek_v2.py', 2421, 'forward',
+     'hidden_states = self.mlp(', (16, 9), False),
+    ('sglang/srt/models/deepseek_v2.py', 582, 'forward',
+     'return self.forward_normal(', (7, 20), False),
+]
+
+S9_TRTLLM = S9_INIT_TO_MODEL_RUNNER + [
     ('sglang/srt/model_executor/model_runner.py', 608, 'initialize',
      'self.kernel_warmup()', None, False),
     ('sglang/srt/model_executor/model_runner.py', 1827, 'kernel_warmup',
@@ -252,14 +268,7 @@ S9_TRTLLM = [
      'run_once()', None, False),
     ('sglang/srt/model_executor/model_runner.py', 2106, 'run_once',
      'logits_output_or_pp_proxy_tensors = self.model.forward(', (36, 19), False),
-    ('sglang/srt/models/deepseek_v2.py', 2919, 'forward',
-     'hidden_states = self.model(', (16, 11), True),
-    ('sglang/srt/models/deepseek_v2.py', 2730, 'forward',
-     'hidden_states, residual = layer(', (26, 6), False),
-    ('sglang/srt/models/deepseek_v2.py', 2421, 'forward',
-     'hidden_states = self.mlp(', (16, 9), False),
-    ('sglang/srt/models/deepseek_v2.py', 582, 'forward',
-     'return self.forward_normal(', (7, 20), False),
+    *S9_DEEPSEEK_MOE_LAYER,
     ('sglang/srt/models/deepseek_v2.py', 680, 'forward_normal',
      'final_hidden_states = self.experts(', (22, 13), False),
     ('sglang/srt/layers/moe/fused_moe_triton/layer.py', 1283, 'forward',
@@ -276,21 +285,7 @@ S9_TRTLLM = [
      'raise RuntimeError(', None, False),
 ]
 
-S9_KV = [
-    ('sglang/srt/managers/scheduler.py', 3130, 'run_scheduler_process',
-     'scheduler = Scheduler(', (12, 10), False),
-    ('sglang/srt/managers/scheduler.py', 368, '__init__',
-     'self.init_model_worker()', None, False),
-    ('sglang/srt/managers/scheduler.py', 564, 'init_model_worker',
-     'self.init_tp_model_worker()', None, False),
-    ('sglang/srt/managers/scheduler.py', 522, 'init_tp_model_worker',
-     'self.tp_worker = TpModelWorker(', (17, 14), False),
-    ('sglang/srt/managers/tp_worker.py', 247, '__init__',
-     'self._init_model_runner()', None, False),
-    ('sglang/srt/managers/tp_worker.py', 330, '_init_model_runner',
-     'self._model_runner = ModelRunner(', (21, 12), False),
-    ('sglang/srt/model_executor/model_runner.py', 413, '__init__',
-     'self.initialize(min_per_gpu_memory)', None, False),
+S9_KV = S9_INIT_TO_MODEL_RUNNER + [
     ('sglang/srt/model_executor/model_runner.py', 590, 'initialize',
      'self.init_memory_pool(min_per_gpu_memory)', None, False),
     ('sglang/srt/model_executor/model_runner_kv_cache_mixin.py', 416, 'init_memory_pool',
@@ -306,14 +301,7 @@ S9_GRAPH_INNER = [
      'run_once()', None, False),
     ('sglang/srt/model_executor/cuda_graph_runner.py', 719, 'run_once',
      'logits_output_or_pp_proxy_tensors = forward(', (36, 8), False),
-    ('sglang/srt/models/deepseek_v2.py', 2919, 'forward',
-     'hidden_states = self.model(', (16, 11), True),
-    ('sglang/srt/models/deepseek_v2.py', 2730, 'forward',
-     'hidden_states, residual = layer(', (26, 6), False),
-    ('sglang/srt/models/deepseek_v2.py', 2421, 'forward',
-     'hidden_states = self.mlp(', (16, 9), False),
-    ('sglang/srt/models/deepseek_v2.py', 582, 'forward',
-     'return self.forward_normal(', (7, 20), False),
+    *S9_DEEPSEEK_MOE_LAYER,
     ('sglang/srt/models/deepseek_v2.py', 680, 'forward_normal',
      'final_hidden_states = self.experts(', (22, 13), False),
     ('sglang/srt/layers/moe/fused_moe_triton/layer.py', 977, 'forward',
@@ -326,21 +314,7 @@ S9_GRAPH_INNER = [
      'symm_output = torch.empty(', (14, 12), False),
 ]
 
-S9_GRAPH_OUTER = [
-    ('sglang/srt/managers/scheduler.py', 3130, 'run_scheduler_process',
-     'scheduler = Scheduler(', (12, 10), False),
-    ('sglang/srt/managers/scheduler.py', 368, '__init__',
-     'self.init_model_worker()', None, False),
-    ('sglang/srt/managers/scheduler.py', 564, 'init_model_worker',
-     'self.init_tp_model_worker()', None, False),
-    ('sglang/srt/managers/scheduler.py', 522, 'init_tp_model_worker',
-     'self.tp_worker = TpModelWorker(', (17, 14), False),
-    ('sglang/srt/managers/tp_worker.py', 247, '__init__',
-     'self._init_model_runner()', None, False),
-    ('sglang/srt/managers/tp_worker.py', 330, '_init_model_runner',
-     'self._model_runner = ModelRunner(', (21, 12), False),
-    ('sglang/srt/model_executor/model_runner.py', 413, '__init__',
-     'self.initialize(min_per_gpu_memory)', None, False),
+S9_GRAPH_OUTER = S9_INIT_TO_MODEL_RUNNER + [
     ('sglang/srt/model_executor/model_runner.py', 609, 'initialize',
      'self.init_device_graphs()', None, False),
     ('sglang/srt/model_executor/model_runner.py', 2156, 'init_device_graphs',
@@ -366,21 +340,7 @@ S9_SERVE = [
      'self.graphs[graph_key].replay()', None, False),
 ]
 
-S9_NVFP4 = [
-    ('sglang/srt/managers/scheduler.py', 3130, 'run_scheduler_process',
-     'scheduler = Scheduler(', (12, 10), False),
-    ('sglang/srt/managers/scheduler.py', 368, '__init__',
-     'self.init_model_worker()', None, False),
-    ('sglang/srt/managers/scheduler.py', 564, 'init_model_worker',
-     'self.init_tp_model_worker()', None, False),
-    ('sglang/srt/managers/scheduler.py', 522, 'init_tp_model_worker',
-     'self.tp_worker = TpModelWorker(', (17, 14), False),
-    ('sglang/srt/managers/tp_worker.py', 247, '__init__',
-     'self._init_model_runner()', None, False),
-    ('sglang/srt/managers/tp_worker.py', 330, '_init_model_runner',
-     'self._model_runner = ModelRunner(', (21, 12), False),
-    ('sglang/srt/model_executor/model_runner.py', 413, '__init__',
-     'self.initialize(min_per_gpu_memory)', None, False),
+S9_NVFP4 = S9_INIT_TO_MODEL_RUNNER + [
     ('sglang/srt/model_executor/model_runner.py', 493, 'initialize',
      'self.load_model()', None, False),
     ('sglang/srt/layers/quantization/modelopt_quant.py', 1335, '__init__',
