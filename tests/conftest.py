@@ -79,6 +79,20 @@ def run_ansible(tool: str, *args: str, check: bool = True, env: dict | None = No
     return proc
 
 
+# The simulator's startup in seconds instead of tens of seconds; phases and log lines are unchanged.
+SIM_FAST = {"MOESWEEP_SIM_TIME_SCALE": "0.1"}
+
+
+def sweep_point(cluster: SimCluster, backend: str, env: dict | None = None, **extravars):
+    """Run playbooks/sweep.yml for one backend on a one-host cluster; returns (run, that host's outcome)."""
+    from moesweep.runner import run_playbook
+
+    variables = {"backend": backend, "sglang_server_extra_environment": {**SIM_FAST, **(env or {})},
+                 "sglang_server_stall_timeout": 5, "sglang_server_ready_timeout": 120, **extravars}
+    run = run_playbook("playbooks/sweep.yml", extravars=variables, inventory=str(cluster.inventory))
+    return run, run.hosts[cluster.names[0]]
+
+
 class _ClusterFactory:
     def __init__(self, tmp_root: Path):
         self._made: dict[tuple, SimCluster] = {}

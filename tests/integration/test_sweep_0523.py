@@ -4,13 +4,9 @@ every flag that version rejects (before anything is written), and the corrected 
 from __future__ import annotations
 
 import pytest
-
-from moesweep.runner import run_playbook
+from conftest import sweep_point
 
 pytestmark = pytest.mark.hosts
-
-FAST = {"MOESWEEP_SIM_TIME_SCALE": "0.1"}
-
 
 @pytest.fixture(scope="module")
 def host23(sim_clusters):
@@ -20,10 +16,7 @@ def host23(sim_clusters):
 
 
 def point(cluster, **extra):
-    extravars = {"backend": "flashinfer_cutlass", "sglang_server_extra_environment": FAST,
-                 "sglang_server_ready_timeout": 120, **extra}
-    run = run_playbook("playbooks/sweep.yml", extravars=extravars, inventory=str(cluster.inventory))
-    return run, run.hosts[cluster.names[0]]
+    return sweep_point(cluster, "flashinfer_cutlass", **extra)
 
 
 def test_seed_line_is_refused_on_0523_with_every_reason(host23):

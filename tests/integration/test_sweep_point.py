@@ -13,12 +13,12 @@ import urllib.error
 import urllib.request
 
 import pytest
+from conftest import sweep_point
 
 from moesweep.runner import run_playbook
 
 pytestmark = pytest.mark.hosts
 
-FAST = {"MOESWEEP_SIM_TIME_SCALE": "0.1"}
 
 
 @pytest.fixture(scope="module")
@@ -28,14 +28,8 @@ def host(sim_clusters):
     cluster.sh(cluster.names[0], "systemctl stop sglang.service; systemctl reset-failed sglang.service", timeout=60)
 
 
-def sweep(cluster, backend, **extra):
-    env = dict(FAST)
-    env.update(extra.pop("env", {}))
-    extravars = {"backend": backend, "sglang_server_extra_environment": env, "sglang_server_stall_timeout": 5,
-                 "sglang_server_ready_timeout": 120}
-    extravars.update(extra)
-    run = run_playbook("playbooks/sweep.yml", extravars=extravars, inventory=str(cluster.inventory))
-    return run, run.hosts[cluster.names[0]]
+def sweep(cluster, backend, env=None, **extra):
+    return sweep_point(cluster, backend, env=env, **extra)
 
 
 def unit(cluster, *props):
