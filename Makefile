@@ -31,7 +31,7 @@ lint: venv
 	$(BIN)/ansible-lint --profile production -q
 
 unit: venv
-	$(BIN)/pytest -q -m "not hosts and not slow" tests/unit
+	$(BIN)/pytest -q -m "not hosts and not slow" tests/unit tests/simulator
 
 test: venv sim-deps lint
 	$(BIN)/pytest -q -ra --durations=15 tests

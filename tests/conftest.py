@@ -15,11 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
-sys.path.insert(0, str(REPO / "collections"))
-sys.path.insert(0, str(REPO / "tests"))
+from helpers.paths import REPO
 
 
 def _can_boot_hosts() -> str | None:

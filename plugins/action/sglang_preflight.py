@@ -7,10 +7,10 @@ Documentation lives in plugins/modules/sglang_preflight.py (action-only module s
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
-from ansible_collections.moesweep.sweep.plugins.module_utils import compat
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import compat
 
 try:  # the per-version flag schema loader (data/sglang/flags-<V>.json); optional until it lands
-    from ansible_collections.moesweep.sweep.plugins.module_utils import sglang_flags
+    from ansible_collections.moesweep.sweep.plugins.plugin_utils import sglang_flags
 except ImportError:  # pragma: no cover - depends on the checkout
     sglang_flags = None
 
@@ -31,7 +31,7 @@ def flag_schema_errors(version, flags):
     if sglang_flags is None:
         return (
             None,
-            "flag schema loader (module_utils.sglang_flags) not available: flags checked only against compat.yml",
+            "flag schema loader (plugin_utils.sglang_flags) not available: flags checked only against compat.yml",
         )
     try:
         schema = sglang_flags.load_schema(version)

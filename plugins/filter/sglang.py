@@ -6,7 +6,7 @@ flag schema of the pinned sglang version (``data/sglang/flags-<version>.json``).
 import shlex
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.moesweep.sweep.plugins.module_utils import sglang_flags
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import sglang_flags
 
 
 def _schema(version):

@@ -27,8 +27,10 @@ import textwrap
 import threading
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from wheelhouse import serve  # noqa: E402
+try:  # imported by the tests as helpers.aptrepo
+    from helpers.wheelhouse import serve
+except ImportError:  # run as a script: python tests/helpers/aptrepo.py serve ...
+    from wheelhouse import serve
 
 DIST = "debian12"
 ARCH_DIR = "x86_64"

@@ -20,17 +20,16 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from helpers.paths import REPO
+from moesweep_sim import tokenmodel
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
 SIM = REPO / "simulator" / "bin" / "sglang-sim"
 VENV = Path(os.path.expanduser("~/.cache/moesweep/venvs/bench-sglang-0.5.9"))
 CLIENT_PKGS = ["aiohttp", "numpy", "requests", "tqdm", "pybase64", "pillow", "ipython", "pydantic", "datasets",
                "transformers==4.57.1"]
 
-sys.path.insert(0, str(REPO / "simulator"))
-from moesweep_sim import tokenmodel  # noqa: E402
 
 CONCURRENCY, INPUT_LEN, OUTPUT_LEN, PROMPTS = 8, 32, 128, 16
 RATE_ENV = {"MOESWEEP_SIM_DECODE_RATE": "30", "MOESWEEP_SIM_DECODE_ALPHA": "0.05", "MOESWEEP_SIM_PREFILL_RATE": "5000"}

@@ -1,6 +1,6 @@
 """``moesweep check``: run the preflight's evaluator from the controller against gathered facts.
 
-Same code as the ``sglang_preflight`` action (``module_utils.compat``), imported through the
+Same code as the ``sglang_preflight`` action (``plugin_utils.compat``), imported through the
 in-repo collection, never copied. Exit 0 when the point may run (supported, caveat, unknown),
 1 when it is refused, 2 on bad input.
 """
@@ -13,7 +13,7 @@ import sys
 import moesweep._collection  # noqa: F401  (puts the in-repo collection on sys.path)
 
 # isort: split
-from ansible_collections.moesweep.sweep.plugins.module_utils import compat
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import compat
 
 
 def _flag(text: str) -> tuple[str, object]:
@@ -96,7 +96,7 @@ def run(args) -> int:
     flag_errors = None
     notes = []
     try:
-        from ansible_collections.moesweep.sweep.plugins.module_utils import sglang_flags
+        from ansible_collections.moesweep.sweep.plugins.plugin_utils import sglang_flags
 
         flag_errors = list(sglang_flags.validate_flags(sglang_flags.load_schema(args.sglang_version), point["flags"]))
     except ImportError:

@@ -15,18 +15,18 @@ import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
-import moesweep._collection  # noqa: F401  (puts the in-repo collection on sys.path)
-
 # isort: split
-from ansible_collections.moesweep.sweep.plugins.module_utils import compat
 from ansible_collections.moesweep.sweep.plugins.module_utils import nvidia_smi as n
 from ansible_collections.moesweep.sweep.plugins.modules import gpu_facts
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import compat
+from helpers.paths import FIXTURES as FIXTURES_ROOT
+from helpers.paths import REPO
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-DEV = FIXTURES / "nvidia-smi" / "h200-x1-device"
-FACTS_FILE = FIXTURES / "gpu_facts" / "h200-x1-device.json"
-FACTS_LOAD_FILE = FIXTURES / "gpu_facts" / "h200-x1-device-under-load.json"
-RESULTS = Path(__file__).resolve().parents[2] / "bench" / "device" / "results" / "h200-x1-20261129"
+FIXTURES = FIXTURES_ROOT
+DEV = FIXTURES_ROOT / "nvidia-smi" / "h200-x1-device"
+FACTS_FILE = FIXTURES_ROOT / "gpu_facts" / "h200-x1-device.json"
+FACTS_LOAD_FILE = FIXTURES_ROOT / "gpu_facts" / "h200-x1-device-under-load.json"
+RESULTS = REPO / "bench" / "device" / "results" / "h200-x1-20261129"
 KB = compat.load_kb()
 
 DRIVER = "580.159.04"

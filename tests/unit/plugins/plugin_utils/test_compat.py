@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-import moesweep._collection  # noqa: F401
-
 # isort: split
-from ansible_collections.moesweep.sweep.plugins.module_utils import compat
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import compat
 
 KB = compat.load_kb()
 SM120_KVM = {

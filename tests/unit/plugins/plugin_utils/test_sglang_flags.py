@@ -1,4 +1,4 @@
-"""Unit tests for plugins/module_utils/sglang_flags.py against the committed schemas from the real sglang wheels.
+"""Unit tests for plugins/plugin_utils/sglang_flags.py against the committed schemas from the real sglang wheels.
 
 The schemas were dumped from sglang's own argparse parser (scripts/extract_sglang_flags.py); their "probes"
 hold what that parser printed for a few command lines. These tests check the loader, argparse-exact option
@@ -11,12 +11,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 import pytest
-from ansible_collections.moesweep.sweep.plugins.module_utils import sglang_flags as sf
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import sglang_flags as sf
+from helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "data" / "sglang"
 VERSIONS = ["0.5.9", "0.5.23"]
 

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 SIM = REPO / "simulator" / "bin" / "sglang-sim"
 MODEL = "lukealonso/GLM-5-NVFP4"
 BASE = ["--model-path", MODEL, "--tp", "8", "--quantization", "modelopt_fp4", "--host", "127.0.0.1"]

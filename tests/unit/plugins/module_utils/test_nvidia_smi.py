@@ -6,12 +6,11 @@ from pathlib import Path
 
 import pytest
 
-import moesweep._collection  # noqa: F401  (puts the in-repo collection on sys.path)
-
 # isort: split
 from ansible_collections.moesweep.sweep.plugins.module_utils import nvidia_smi as n
+from helpers.paths import FIXTURES as FIXTURES_ROOT
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi"
+FIX = FIXTURES_ROOT / "nvidia-smi"
 H200 = FIX / "h200-x2"
 RTX = FIX / "rtx-pro-6000-public"
 FAIL = FIX / "driver-failure"

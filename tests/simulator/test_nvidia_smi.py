@@ -20,15 +20,14 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 SIM_BIN = REPO / "simulator" / "bin"
 SMI = SIM_BIN / "nvidia-smi"
-H200_FIX = Path(os.environ.get("MOESWEEP_SHARED", "/work/shared")) / "fixtures" / "nvidia-smi" / "h200-x2"
+H200_FIX = REPO / "tests" / "fixtures" / "nvidia-smi" / "h200-x2"
 RTX_FIX = REPO / "tests" / "fixtures" / "nvidia-smi" / "rtx-pro-6000"
 UUID_RE = re.compile(r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
-needs_h200 = pytest.mark.skipif(not H200_FIX.is_dir(), reason="shared h200-x2 recording not present")
 
 
 @pytest.fixture
@@ -73,7 +72,6 @@ def unit_value(cell, unit):
 
 
 # ------------------------------------------------------------------ h200-x2 vs the recording
-@needs_h200
 def test_query_gpu_matches_recording_field_by_field(env):
     real = (H200_FIX / "query-gpu.csv").read_text().splitlines()
     header = real[0]
@@ -94,7 +92,6 @@ def test_query_gpu_matches_recording_field_by_field(env):
         assert 0 < unit_value(g_row[got[0].index("power.draw [W]")], "W") <= 700
 
 
-@needs_h200
 def test_noheader_nounits_and_empty_compute_apps(env):
     real = (H200_FIX / "query-gpu.csv").read_text().splitlines()
     assert smi(env(), "--query-gpu=index,name,compute_cap,memory.total", "--format=csv,noheader,nounits"
@@ -103,14 +100,12 @@ def test_noheader_nounits_and_empty_compute_apps(env):
                ).splitlines() == real[5:6]
 
 
-@needs_h200
 def test_clocks_event_reasons_idle_equal(env):
     q = ("index,clocks_event_reasons.active,clocks_throttle_reasons.active,clocks_event_reasons.sw_power_cap,"
          "clocks_event_reasons.hw_slowdown,clocks_event_reasons.sw_thermal_slowdown")
     assert smi(env(), f"--query-gpu={q}", "--format=csv") == (H200_FIX / "clocks-event-reasons-idle.csv").read_text()
 
 
-@needs_h200
 def test_topo_p2p_nvlink_byte_equal(env):
     e = env()
     assert smi(e, "topo", "-m") == (H200_FIX / "topo-m.txt").read_text()
@@ -134,7 +129,6 @@ def _table_gpu_cells(text):
     return out, lines
 
 
-@needs_h200
 def test_table_columns_match_recording(env):
     got, glines = _table_gpu_cells(smi(env()))
     want, wlines = _table_gpu_cells((H200_FIX / "nvidia-smi.txt").read_text())
@@ -152,7 +146,6 @@ def test_table_columns_match_recording(env):
     assert [len(x) for x in glines] == [len(x) for x in wlines]  # same widths, line by line
 
 
-@needs_h200
 def test_xml_same_structure_and_static_values(env):
     got = ET.fromstring(smi(env(), "-q", "-x").split("\n", 2)[2])
     want = ET.parse(H200_FIX / "nvidia-smi-q-x.xml").getroot()
@@ -179,7 +172,6 @@ def test_xml_same_structure_and_static_values(env):
     assert smi(env(), "-q", "-x").startswith('<?xml version="1.0" ?>\n<!DOCTYPE nvidia_smi_log SYSTEM')
 
 
-@needs_h200
 def test_dmon_columns(env):
     out = smi(env(), "dmon", "-s", "pucm", "-c", "2").splitlines()
     real = (H200_FIX / "dmon-pucm-under-bf16-matmul-on-gpu0.txt").read_text().splitlines()

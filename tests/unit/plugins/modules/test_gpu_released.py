@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from unittest import mock
 
 import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
-import moesweep._collection  # noqa: F401
-
 # isort: split
 from ansible_collections.moesweep.sweep.plugins.module_utils import ports
 from ansible_collections.moesweep.sweep.plugins.modules import gpu_released
+from helpers.paths import FIXTURES as FIXTURES_ROOT
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures"
+FIX = FIXTURES_ROOT
 DEVICE = FIX / "nvidia-smi" / "h200-x1-device"
 
 

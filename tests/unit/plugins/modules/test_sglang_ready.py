@@ -11,10 +11,9 @@ import pytest
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.moesweep.sweep.plugins.modules import sglang_ready
 from ansible_collections.moesweep.sweep.plugins.modules.sglang_ready import Waiter, compress, parse_show, validate_unit
+from helpers.paths import FIXTURES as FIXTURES_ROOT
 
-import moesweep._collection  # noqa: F401
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sglang-logs"
+FIXTURES = FIXTURES_ROOT / "sglang-logs"
 
 
 class Clock:

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from unittest import mock
 
 import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
-import moesweep._collection  # noqa: F401
-
 # isort: split
 from ansible_collections.moesweep.sweep.plugins.modules import gpu_facts
+from helpers.paths import FIXTURES as FIXTURES_ROOT
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi"
+FIX = FIXTURES_ROOT / "nvidia-smi"
 H200 = FIX / "h200-x2"
 RTX = FIX / "rtx-pro-6000-public"
 FAIL = FIX / "driver-failure"

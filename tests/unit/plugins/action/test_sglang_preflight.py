@@ -12,12 +12,10 @@ from unittest import mock
 import pytest
 from ansible.errors import AnsibleActionFail
 
-import moesweep._collection  # noqa: F401
-
 # isort: split
 from ansible_collections.moesweep.sweep.plugins.action import sglang_preflight as action
+from helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 SM120 = {
     "sm": "sm120",
     "gpu_count": 8,

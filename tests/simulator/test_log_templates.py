@@ -19,10 +19,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "simulator"))
-
 from moesweep_sim import templates as T  # noqa: E402
 
 CACHE = Path(os.path.expanduser("~/.cache/moesweep/wheels"))

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from helpers.paths import FIXTURES as FIXTURES_ROOT
+from helpers.paths import REPO
 
 from moesweep.cli import main
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sglang-logs"
-REPO = Path(__file__).resolve().parents[2]
+FIXTURES = FIXTURES_ROOT / "sglang-logs"
 
 
 @pytest.mark.parametrize(

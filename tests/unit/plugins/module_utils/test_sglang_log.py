@@ -5,7 +5,6 @@ SGLang's own source strings."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from ansible_collections.moesweep.sweep.plugins.module_utils import sglang_log
@@ -13,10 +12,9 @@ from ansible_collections.moesweep.sweep.plugins.module_utils.sglang_log import (
     SglangLogClassifier,
     classify_text,
 )
+from helpers.paths import FIXTURES as FIXTURES_ROOT
 
-import moesweep._collection  # noqa: F401
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sglang-logs"
+FIXTURES = FIXTURES_ROOT / "sglang-logs"
 
 
 def _sources():
