@@ -226,24 +226,54 @@ def parse_compute_apps(text, fields=None):
     return apps
 
 
+_VERSION_VALUE_RE = re.compile(r"^\s*v?(\d+(?:\.\d+)+)(?:\s|$|\[)")
+_Q_VERSION_RE = re.compile(r"^[ \t]*(Driver Version|KMD Version|CUDA Version|CUDA UMD Version)[ \t]*:[ \t]*(.*)$", re.M)
+
+
+def version_value(value):
+    """``'610.47 [Deprecated; will be removed in CUDA 14.0. Use KMD Version instead]'`` -> ``'610.47'``.
+
+    R610 drivers print the deprecated ``Driver Version`` / ``CUDA Version`` rows of ``-q`` with that
+    note appended; ``N/A``, ``Not Found`` and anything that does not start with a version give None."""
+    if is_na(value):
+        return None
+    match = _VERSION_VALUE_RE.match(str(value))
+    return match.group(1) if match else None
+
+
 def parse_smi_header(text):
     """Read driver and CUDA versions from plain ``nvidia-smi`` or ``nvidia-smi -q`` output.
 
     The table header reads ``| NVIDIA-SMI 580.159.04  Driver Version: 580.159.04  CUDA Version: 13.0 |``;
+    from R610 it reads ``| NVIDIA-SMI 610.43.02  KMD Version: 610.43.02  CUDA UMD Version: 13.3 |``.
     ``-q`` prints ``Driver Version : 580.105.06`` and ``CUDA Version : 13.0`` (or ``Not Found`` on a
-    vGPU host, or ``N/A``), which become None."""
+    vGPU host, or ``N/A``, which become None); R610's ``-q`` adds ``KMD Version`` and ``CUDA UMD Version``
+    rows and marks the old two deprecated, and the new rows are preferred. Only nvidia-smi's own labels
+    count: a wrapper's ``CUDA Driver Version: ...`` line (sglang's check_env) is not read."""
     result = {"smi_version": None, "driver_version": None, "cuda_version": None}
     text = strip_ansi(text)
-    m = re.search(r"NVIDIA-SMI\s+([0-9][0-9.]*)", text)
-    if m:
-        result["smi_version"] = m.group(1)
-    m = re.search(r"Driver Version\s*:\s*([^\s|]+)", text)
-    if m and not is_na(m.group(1)):
-        result["driver_version"] = m.group(1)
-    m = re.search(r"CUDA Version\s*:\s*([^|\n]+)", text)
-    if m:
-        value = m.group(1).strip()
-        result["cuda_version"] = None if is_na(value) else value
+    for line in text.splitlines():
+        if "NVIDIA-SMI" not in line:
+            continue
+        m = re.search(r"NVIDIA-SMI\s+([0-9][0-9.]*)", line)
+        if not m:
+            continue
+        result["smi_version"] = result["smi_version"] or m.group(1)
+        m = re.search(r"(?:Driver|KMD) Version:\s*([^\s|]+)", line)
+        if m and result["driver_version"] is None:
+            result["driver_version"] = version_value(m.group(1))
+        m = re.search(r"CUDA (?:UMD )?Version:\s*([^|]*?)\s*(?:\||$)", line)
+        if m and result["cuda_version"] is None:
+            result["cuda_version"] = version_value(m.group(1))
+        break
+    if result["driver_version"] is None or result["cuda_version"] is None:
+        rows = {}
+        for label, value in _Q_VERSION_RE.findall(text):
+            rows.setdefault(label, version_value(value))
+        if result["driver_version"] is None:
+            result["driver_version"] = rows.get("KMD Version") or rows.get("Driver Version")
+        if result["cuda_version"] is None:
+            result["cuda_version"] = rows.get("CUDA UMD Version") or rows.get("CUDA Version")
     return result
 
 
@@ -263,49 +293,148 @@ def parse_nvcc_version(text):
 
 
 def classify_link(code):
-    """One ``topo -m`` cell -> ``'nvlink'``, ``'pcie-phb'`` ... ; ``'self'`` for X; None if unknown."""
+    """One ``topo -m`` cell -> ``'nvlink'``, ``'pcie-phb'`` ... ; ``'self'`` for X; None if unknown.
+
+    ``SOC`` is the name drivers before R384 printed for what is now ``SYS``."""
     code = (code or "").strip().upper()
     if code == "X":
         return "self"
     if re.match(r"^NV\d+$", code):
         return "nvlink"
+    if code == "SOC":
+        return "pcie-sys"
     if code in PCIE_LEVELS:
         return "pcie-" + code.lower()
     return None
 
 
-def parse_topo_matrix(text):
-    """Parse ``nvidia-smi topo -m``.
+# One link cell of ``topo -m`` / ``topo -mp`` (its legend: X, SYS, NODE, PHB, PXB, PIX, NV#; SOC before R384).
+_LINK_CODE = r"(?:X|NV\d+|SYS|NODE|PHB|PXB|PIX|SOC)"
+_LINK_CODES_RE = re.compile(r"^(?:%s)+$" % _LINK_CODE)
+_DEVICE_NAME_RE = re.compile(r"(GPU\d+|NIC\d+|mlx5_\d+)")
+_ROW_NAME_RE = re.compile(r"^(GPU\d+|NIC\d+|mlx5_\d+)$")
 
-    Returns ``{'devices': [...], 'links': {'GPU0': {'GPU1': 'NV18'}}, 'cpu_affinity': {'GPU0': '0-31'},
-    'numa_affinity': {'GPU0': '0'}}``. Works with tab-separated output (as nvidia-smi prints it)
-    and with copies where the tabs became spaces."""
+
+def _split_link_cells(token):
+    """``'NODENODE'`` -> ``['NODE', 'NODE']``: cells whose separating tab was lost in a paste."""
+    if _LINK_CODES_RE.match(token):
+        return re.findall(_LINK_CODE, token)
+    return None
+
+
+def _topo_row(line):
+    """``(name, codes, rest)`` of one matrix row, or None. Cells are split on tabs when the line has
+    them (nvidia-smi's own separator: an empty NUMA cell stays a cell), else on runs of spaces."""
+    stripped = line.strip()
+    if not stripped:
+        return None
+    cells = [c.strip() for c in stripped.split("\t")] if "\t" in stripped else stripped.split()
+    if not cells or not _ROW_NAME_RE.match(cells[0]):
+        return None
+    codes, rest = [], []
+    for cell in cells[1:]:
+        split = _split_link_cells(cell) if not rest else None
+        if split:
+            codes.extend(split)
+        else:
+            rest.append(cell)
+    if not codes:
+        return None  # a header line ("GPU0  GPU1 ...") or prose
+    return cells[0], codes, rest
+
+
+def parse_topo_matrix(text):
+    """Parse ``nvidia-smi topo -m``: ``{'devices': [...], 'links': {'GPU0': {'GPU1': 'NV18'}},
+    'cpu_affinity': {'GPU0': '0-31'}, 'numa_affinity': {'GPU0': '0'}}`` (gpu_facts' ``topology`` fact).
+
+    See ``parse_topo_matrix_details`` for what it tolerates."""
+    details = parse_topo_matrix_details(text)
+    return {key: details[key] for key in ("devices", "links", "cpu_affinity", "numa_affinity")}
+
+
+def parse_topo_matrix_details(text):
+    """Parse ``nvidia-smi topo -m`` (or ``topo -mp``), saying how it was read.
+
+    Returns ``parse_topo_matrix``'s keys plus ``gpu_numa_id`` (per GPU), ``header`` (False when the
+    columns had to be inferred) and ``warnings`` (rows left out).
+
+    Tolerates what pastes do to it: tabs turned into spaces, the header row starting at column 0 or
+    missing altogether (the columns are then GPU0..GPUn-1 followed by NIC0.., as nvidia-smi orders
+    them), neighbouring cells glued together when a tab was lost (``NIC8NIC9``, ``NODENODE``), and a
+    shell prompt, a wrapper's own lines (vLLM's collect_env, sglang's check_env) or the legend around
+    the matrix. Each GPU row is checked: its own column must read ``X``; a row that does not is
+    reported in ``warnings`` and left out rather than read with shifted columns."""
     lines = strip_ansi(text).splitlines()
     header = None
     devices = []
-    result = {"devices": devices, "links": {}, "cpu_affinity": {}, "numa_affinity": {}}
+    rows = []
+    result = {
+        "devices": devices,
+        "links": {},
+        "cpu_affinity": {},
+        "numa_affinity": {},
+        "gpu_numa_id": {},
+        "header": False,
+        "warnings": [],
+    }
     for line in lines:
-        if header is None:
-            tokens = re.findall(r"(?:GPU\d+|NIC\d+|mlx5_\d+)(?=\s|$)", line)
-            if tokens and (line[:1].isspace() or "Affinity" in line):
-                header = tokens
-                devices.extend(tokens)
-            continue
-        if not line.strip() or line.strip().startswith("Legend"):
-            if result["links"]:
+        if line.strip().startswith("Legend"):
+            if rows:
                 break
             continue
-        cells = line.split()
-        name = cells[0]
-        if not re.match(r"^GPU\d+$", name):
+        row = _topo_row(line)
+        if row:
+            rows.append(row)
             continue
-        codes = cells[1 : 1 + len(header)]
-        rest = cells[1 + len(header) :]
-        result["links"][name] = dict(zip(header, codes))  # noqa: B905 (targets run Python 3.9)
+        if header is None and not rows:
+            tokens = _DEVICE_NAME_RE.findall(line)
+            first = line.strip().split()[:1]
+            if tokens and first and (_DEVICE_NAME_RE.match(first[0]) or "Affinity" in line):
+                if tokens[0] == "GPU0" or tokens[0].startswith(("NIC", "mlx5")) or "Affinity" in line:
+                    header = tokens
+        elif rows and not line.strip():
+            # a blank line after the matrix ends it (the legend follows)
+            break
+    if not rows:
+        return result
+    gpu_rows = [r for r in rows if r[0].startswith("GPU")]
+    if header:
+        result["header"] = True
+        columns = list(header)
+    else:
+        n_gpu = max([int(r[0][3:]) + 1 for r in gpu_rows] or [0])
+        width = max(len(r[1]) for r in rows)
+        # A NIC row places its X after all the GPU columns: NICk's X at p means p - k GPU columns.
+        nic_rows = [r for r in rows if r[0].startswith("NIC") and "X" in r[1]]
+        if nic_rows:
+            n_gpu = nic_rows[0][1].index("X") - int(nic_rows[0][0][3:])
+        elif width > n_gpu:
+            result["warnings"].append(
+                "no header row and no NIC row: the %d columns after GPU%d are taken for NICs "
+                "(GPUs whose rows the paste left out would be among them)" % (width - n_gpu, n_gpu - 1)
+            )
+        columns = ["GPU%d" % i for i in range(n_gpu)] + ["NIC%d" % i for i in range(width - n_gpu)]
+    devices.extend(columns)
+    for name, codes, rest in rows:
+        if len(codes) != len(columns):
+            result["warnings"].append(
+                "%s has %d link cells for %d columns: row left out" % (name, len(codes), len(columns))
+            )
+            continue
+        if name in columns and codes[columns.index(name)] != "X":
+            result["warnings"].append("%s: its own column does not read X (shifted cells): row left out" % name)
+            continue
+        result["links"][name] = dict(zip(columns, codes))  # noqa: B905 (targets run Python 3.9)
+        if not name.startswith("GPU"):
+            continue
         if rest:
-            result["cpu_affinity"][name] = rest[0]
-        if len(rest) > 1:
-            result["numa_affinity"][name] = None if is_na(rest[1]) else rest[1]
+            result["cpu_affinity"][name] = None if is_na(rest[0]) else rest[0]
+        numa = rest[1:]
+        if numa:
+            result["numa_affinity"][name] = None if is_na(numa[0]) else numa[0]
+        tail = [c for c in numa[1:] if c != ""]
+        if tail:
+            result["gpu_numa_id"][name] = None if is_na(tail[-1]) else tail[-1]
     return result
 
 
@@ -445,4 +574,747 @@ def summarise_sm(gpus):
     sms = set(gpu.get("sm") for gpu in gpus)
     if len(sms) == 1:
         return sms.pop()
+    return None
+
+
+# ---- saved output of any kind: what an operator pastes ---------------------------------------------
+
+_BUS_ID_RE = re.compile(r"\b([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\b")
+_TABLE_GPU_RE = re.compile(r"^\s*(\d+)\s+(\S.*?)\s+(On|Off|WDDM|TCC|N/A)\s*$")
+_TABLE_POWER_RE = re.compile(r"(?:\d+(?:\.\d+)?W|N/A)\s*/\s*(\d+(?:\.\d+)?)W")
+_TABLE_MEMORY_RE = re.compile(r"(\d+)MiB\s*/\s*(\d+)MiB")
+_MIG_DEVICE_ROW_RE = re.compile(r"^\|\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*\|\s*(\d+)MiB\s*/\s*(\d+)MiB")
+
+
+def _table_cells(line):
+    line = line.rstrip()
+    if not line.startswith("|") or line.count("|") < 4:
+        return None
+    return [cell.strip() for cell in line.strip("|").split("|")]
+
+
+def _mig_flag(value):
+    """The table's ``MIG M.`` cell and ``-q``'s ``MIG Mode / Current``: Enabled/Disabled, else None."""
+    low = (value or "").strip().lower()
+    if low == "enabled":
+        return True
+    if low == "disabled":
+        return False
+    return None
+
+
+def parse_smi_table(text):
+    """Parse the GPU rows of plain ``nvidia-smi`` (the default table), also from an excerpt.
+
+    Each GPU is two or three table lines: ``|   0  NVIDIA B200   On  |   00000000:63:00.0 Off |    0 |``,
+    ``| N/A   26C    P0    139W / 1000W |   0MiB / 183359MiB |   0%   Default |`` and (R450+) a line whose
+    last cell is the MIG mode. Names nvidia-smi cut to fit the column end in ``...`` and are reported
+    as truncated. The ``MIG devices:`` box (one row per MIG device) is counted.
+
+    Returns ``{'gpus': [{index, name, name_truncated, pci_bus_id, persistence_mode, power_limit_w,
+    memory_total_mib, memory_used_mib, mig_mode}], 'mig_devices': [{gpu, gpu_instance, compute_instance,
+    device, memory_total_mib}]}``."""
+    lines = strip_ansi(text).splitlines()
+    gpus = []
+    mig_devices = []
+    in_mig_box = False
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if "MIG devices:" in line:
+            in_mig_box = True
+        elif "Processes:" in line:
+            in_mig_box = False
+        if in_mig_box:
+            m = _MIG_DEVICE_ROW_RE.match(line.strip())
+            if m:
+                mig_devices.append(
+                    {
+                        "gpu": int(m.group(1)),
+                        "gpu_instance": int(m.group(2)),
+                        "compute_instance": int(m.group(3)),
+                        "device": int(m.group(4)),
+                        "memory_total_mib": int(m.group(6)),
+                    }
+                )
+            i += 1
+            continue
+        cells = _table_cells(line)
+        first = _TABLE_GPU_RE.match(cells[0]) if cells else None
+        bus = _BUS_ID_RE.search(cells[1]) if first and len(cells) >= 3 else None
+        if not bus:
+            i += 1
+            continue
+        name = first.group(2).strip()
+        persistence = first.group(3)
+        gpu = {
+            "index": int(first.group(1)),
+            "name": name,
+            "name_truncated": name.endswith("..."),
+            "pci_bus_id": bus.group(1).upper(),
+            "persistence_mode": {"On": True, "Off": False}.get(persistence),
+            "power_limit_w": None,
+            "memory_total_mib": None,
+            "memory_used_mib": None,
+            "mig_mode": None,
+        }
+        second = _table_cells(lines[i + 1]) if i + 1 < len(lines) else None
+        if second and len(second) >= 3:
+            m = _TABLE_POWER_RE.search(second[0])
+            if m:
+                gpu["power_limit_w"] = to_number(m.group(1))
+            m = _TABLE_MEMORY_RE.search(second[1])
+            if m:
+                gpu["memory_used_mib"], gpu["memory_total_mib"] = int(m.group(1)), int(m.group(2))
+            third = _table_cells(lines[i + 2]) if i + 2 < len(lines) else None
+            if third and len(third) >= 3 and not third[0] and not third[1]:
+                gpu["mig_mode"] = _mig_flag(third[-1])
+                i += 1
+            i += 1
+        gpus.append(gpu)
+        i += 1
+    return {"gpus": gpus, "mig_devices": mig_devices}
+
+
+_LIST_GPU_RE = re.compile(r"^\s*GPU (\d+): (.+?) \(UUID: GPU-[^)]*\)\s*$")
+_LIST_MIG_RE = re.compile(r"^\s+MIG \S+\s+Device\s+\d+: \(UUID: MIG-[^)]*\)\s*$")
+
+
+def parse_smi_list(text):
+    """``nvidia-smi -L``: ``GPU 0: NVIDIA H200 (UUID: GPU-...)`` lines (MIG devices indented beneath).
+
+    The ``(UUID: ...)`` part is required, so a wrapper's ``GPU 0: <name>`` list (torch's, in vLLM's
+    collect_env) is not taken for it. Returns ``{'gpus': [{index, name}], 'mig_devices': n}``."""
+    gpus = []
+    mig = 0
+    for line in strip_ansi(text).splitlines():
+        m = _LIST_GPU_RE.match(line)
+        if m:
+            gpus.append({"index": int(m.group(1)), "name": m.group(2).strip()})
+        elif _LIST_MIG_RE.match(line):
+            mig += 1
+    return {"gpus": gpus, "mig_devices": mig}
+
+
+_Q_GPU_RE = re.compile(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
+_Q_KEY_RE = re.compile(r"^(\s*)(\S.*?)\s+:(?:\s(.*))?$")
+
+# GPU virtualization modes as nvidia-smi names them (-q "Virtualization Mode", -q -x
+# <virtualization_mode>; NVML's nvmlGpuVirtualizationMode_t): None, Pass-Through, VGPU, Host VGPU, Host VSGA.
+_VIRT_MODES = {
+    "none": "none",
+    "pass-through": "passthrough",
+    "vgpu": "vgpu",
+    "host vgpu": "vgpu-host",
+    "host vsga": "vsga-host",
+}
+
+
+def _virt_mode(value):
+    if is_na(value):
+        return None
+    return _VIRT_MODES.get(str(value).strip().lower())
+
+
+def parse_smi_q(text):
+    """Parse ``nvidia-smi -q`` (also ``-q -d ...`` and excerpts) into per-GPU facts.
+
+    Returns ``{'attached_gpus', 'vgpu_host' (the host's "vGPU Driver Capability" section), 'gpus':
+    [{pci_bus_id, name, architecture, mig_mode, virtualization_mode, host_vgpu_mode, memory_total_mib,
+    power_limit_w}]}``; the versions come from ``parse_smi_header``. Lines a wrapper slips in (a
+    ``[HAMI-core Msg(...)]: ...`` line between the rows) are skipped."""
+    result = {"attached_gpus": None, "vgpu_host": False, "gpus": []}
+    current = None
+    stack = []
+    for raw in strip_ansi(text).splitlines():
+        line = raw.rstrip()
+        if not line.strip():
+            continue
+        m = _Q_GPU_RE.match(line)
+        if m:
+            current = {"pci_bus_id": m.group(1).upper(), "_rows": {}}
+            result["gpus"].append(current)
+            stack = []
+            continue
+        m = _Q_KEY_RE.match(line)
+        indent = len(line) - len(line.lstrip())
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        if m:
+            key = m.group(2).strip()
+            value = (m.group(3) or "").strip()
+            if indent == 0:
+                if key == "Attached GPUs":
+                    result["attached_gpus"] = to_number(value) if isinstance(to_number(value), int) else None
+                continue
+            if current is not None:
+                path = "/".join([name for _i, name in stack] + [key]).lower()
+                current["_rows"].setdefault(path, value)
+            continue
+        if indent == 0 and line.strip().startswith("vGPU Driver Capability"):
+            result["vgpu_host"] = True
+        stack.append((indent, line.strip()))
+    for gpu in result["gpus"]:
+        rows = gpu.pop("_rows")
+        gpu["name"] = None if is_na(rows.get("product name")) else rows.get("product name")
+        gpu["architecture"] = None if is_na(rows.get("product architecture")) else rows.get("product architecture")
+        gpu["mig_mode"] = _mig_flag(rows.get("mig mode/current"))
+        gpu["virtualization_mode"] = _virt_mode(rows.get("gpu virtualization mode/virtualization mode"))
+        gpu["host_vgpu_mode"] = (
+            None
+            if is_na(rows.get("gpu virtualization mode/host vgpu mode"))
+            else (rows.get("gpu virtualization mode/host vgpu mode"))
+        )
+        total = to_number(rows.get("fb memory usage/total"))
+        gpu["memory_total_mib"] = total if isinstance(total, int) else None
+        limit = to_number(rows.get("gpu power readings/max power limit") or rows.get("power readings/max power limit"))
+        gpu["power_limit_w"] = limit if isinstance(limit, (int, float)) else None
+    return result
+
+
+_XML_ESCAPED_RE = re.compile(r"(?:&lt;|<)nvidia_smi_log(?:&gt;|[\s>])")
+
+
+def _xml_text(chunk, tag):
+    m = re.search(r"<%s>\s*([^<]*?)\s*</%s>" % (tag, tag), chunk)
+    return None if not m or is_na(m.group(1)) else m.group(1)
+
+
+def parse_smi_xml(text):
+    """Parse ``nvidia-smi -q -x``, also when the paste is cut short or was HTML-escaped on the way
+    (``<gpu&gt;``, ``&nbsp;``): tags are read one by one, so a well-formed document is not required.
+
+    Returns None when the text holds no ``<nvidia_smi_log``; else ``{'driver_version', 'cuda_version',
+    'attached_gpus', 'complete' (the closing tag was seen), 'gpus': [{pci_bus_id, name, architecture,
+    mig_mode, mig_devices, virtualization_mode, host_vgpu_mode, memory_total_mib, power_limit_w}]}``."""
+    text = strip_ansi(text)
+    if not _XML_ESCAPED_RE.search(text):
+        return None
+    if "&gt;" in text or "&lt;" in text:
+        text = text.replace("&nbsp;", " ").replace("&gt;", ">").replace("&lt;", "<").replace("&amp;", "&")
+    text = text[text.index("<nvidia_smi_log") :]
+    head = text.split("<gpu ", 1)[0]
+    attached = to_number(_xml_text(head, "attached_gpus"))
+    result = {
+        "driver_version": version_value(_xml_text(head, "driver_version")),
+        "cuda_version": version_value(_xml_text(head, "cuda_version")),
+        "attached_gpus": attached if isinstance(attached, int) else None,
+        "complete": "</nvidia_smi_log>" in text,
+        "gpus": [],
+    }
+    for chunk in re.split(r"<gpu id=", text)[1:]:
+        bus = _BUS_ID_RE.search(chunk.split(">", 1)[0])
+        # The GPU's own rows, without its MIG devices' (which have their own <fb_memory_usage>).
+        mig_part = chunk.split("<mig_devices>", 1)
+        own = mig_part[0] + (mig_part[1].split("</mig_devices>", 1)[-1] if len(mig_part) > 1 else "")
+        fb = re.search(r"<fb_memory_usage>\s*<total>\s*(\d+) MiB", own)
+        power = to_number(_xml_text(own, "max_power_limit"))
+        result["gpus"].append(
+            {
+                "pci_bus_id": bus.group(1).upper() if bus else None,
+                "name": _xml_text(chunk, "product_name"),
+                "architecture": _xml_text(chunk, "product_architecture"),
+                "mig_mode": _mig_flag(_xml_text(chunk, "current_mig")),
+                "mig_devices": chunk.count("<mig_device>"),
+                "virtualization_mode": _virt_mode(_xml_text(chunk, "virtualization_mode")),
+                "host_vgpu_mode": _xml_text(chunk, "host_vgpu_mode"),
+                "memory_total_mib": int(fb.group(1)) if fb else None,
+                "power_limit_w": power if isinstance(power, (int, float)) else None,
+            }
+        )
+    return result
+
+
+# ``--query-gpu`` field names (``nvidia-smi --help-query-gpu``) that identify a GPU row.
+_CSV_GPU_FIELDS = ("index", "name", "gpu_name", "pci.bus_id", "gpu_bus_id", "compute_cap", "uuid", "gpu_uuid")
+_CSV_FIELD_RE = re.compile(r"^[a-z][a-z0-9_.]*$")
+_QUERY_CMD_RE = re.compile(r"--query-gpu[= ]([A-Za-z0-9_.,]+)")
+_FORMAT_CMD_RE = re.compile(r"--format[= ]([A-Za-z,]+)")
+_COMPUTE_CAP_RE = re.compile(r"^\d{1,2}\.\d$")
+_DRIVER_RE = re.compile(r"^\d{3}\.\d+\.\d+$")
+_GPU_NAME_RE = re.compile(r"^(?:NVIDIA|Tesla|Quadro|GeForce|TITAN|GRID|Graphics Device)\b")
+_CSV_ALIASES = {"gpu_name": "name", "gpu_bus_id": "pci.bus_id", "gpu_uuid": "uuid"}
+
+
+def _csv_header(cells):
+    names = []
+    for cell in cells:
+        m = _HEADER_UNIT_RE.match(cell)
+        name = (m.group("name") if m else cell).strip()
+        if not _CSV_FIELD_RE.match(name):
+            return None
+        names.append(_CSV_ALIASES.get(name, name))
+    return names if any(n in _CSV_GPU_FIELDS or _CSV_ALIASES.get(n) for n in names) else None
+
+
+def _csv_row_by_shape(cells):
+    """A ``noheader`` row whose fields are not named: take what can only be one thing."""
+    row = {}
+    for pos, cell in enumerate(cells):
+        if pos == 0 and re.match(r"^\d+$", cell):
+            row["index"] = cell
+        elif _GPU_NAME_RE.match(cell):
+            row.setdefault("name", cell)
+        elif _BUS_ID_RE.fullmatch(cell):
+            row.setdefault("pci.bus_id", cell)
+        elif _COMPUTE_CAP_RE.match(cell):
+            row.setdefault("compute_cap", cell)
+        elif _DRIVER_RE.match(cell):
+            row.setdefault("driver_version", cell)
+    return row if "name" in row else None
+
+
+def parse_query_gpu_any(text):
+    """Every ``--query-gpu`` block in the text, with or without its header.
+
+    A header names the columns; a ``noheader`` block is read with the field list of the command line
+    pasted above it (``$ nvidia-smi --query-gpu=index,name,compute_cap --format=csv,noheader``) or,
+    without one, by the shape of each cell (a GPU name, ``9.0``, a bus id, a three-part driver
+    version). ``--query-compute-apps`` blocks and other CSV are left alone. Returns typed rows
+    (``normalise_gpu``), in order."""
+    gpus = []
+    names = None
+    pending = None
+    for raw in strip_ansi(text).splitlines():
+        line = raw.strip()
+        if not line:
+            names = None
+            continue
+        cmd = _QUERY_CMD_RE.search(line)
+        if cmd and "nvidia-smi" in line:
+            fmt = _FORMAT_CMD_RE.search(line)
+            pending = cmd.group(1).split(",") if fmt and "noheader" in fmt.group(1) else None
+            names = None
+            continue
+        cells = _split_csv_line(line)
+        if len(cells) < 2 and not (pending and len(pending) == 1):
+            names = None
+            continue
+        header = _csv_header(cells)
+        if header:
+            names, pending = header, None
+            continue
+        if names and len(cells) == len(names):
+            gpus.append(normalise_gpu(dict(zip(names, cells))))  # noqa: B905
+            continue
+        names = None
+        if pending and len(cells) == len(pending):
+            row = dict(zip([_CSV_ALIASES.get(f, f) for f in pending], cells))  # noqa: B905
+            if any(k in row for k in ("name", "compute_cap", "pci.bus_id", "index")):
+                gpus.append(normalise_gpu(row))
+            continue
+        row = _csv_row_by_shape(cells)
+        if row:
+            gpus.append(normalise_gpu(row))
+    return gpus
+
+
+# Compute capability by GPU name: NVIDIA's tables https://developer.nvidia.com/cuda-gpus (current
+# GPUs) and https://developer.nvidia.com/cuda-legacy-gpus (7.0 and older), the names as those pages
+# spell them without the leading "NVIDIA " (nvidia-smi prints "NVIDIA H100 80GB HBM3", "Tesla V100-...").
+# A name matches an entry that is a whole-word prefix of it. Only products those pages list are here:
+# a derivative they do not list (A800, H800, H20) gets no compute capability rather than a guess.
+COMPUTE_CAP_BY_NAME = (
+    ("GB10", "12.1"),
+    ("RTX PRO 6000 Blackwell Server Edition", "12.0"),
+    ("RTX PRO 6000 Blackwell Workstation Edition", "12.0"),
+    ("RTX PRO 6000 Blackwell Max-Q Workstation Edition", "12.0"),
+    ("RTX PRO 5000 Blackwell", "12.0"),
+    ("RTX PRO 4500 Blackwell", "12.0"),
+    ("RTX PRO 4000 Blackwell", "12.0"),
+    ("RTX PRO 2000 Blackwell", "12.0"),
+    ("GeForce RTX 5090", "12.0"),
+    ("GeForce RTX 5080", "12.0"),
+    ("GeForce RTX 5070 Ti", "12.0"),
+    ("GeForce RTX 5070", "12.0"),
+    ("GeForce RTX 5060 Ti", "12.0"),
+    ("GeForce RTX 5060", "12.0"),
+    ("GeForce RTX 5050", "12.0"),
+    ("GB300", "10.3"),
+    ("B300", "10.3"),
+    ("GB200", "10.0"),
+    ("B200", "10.0"),
+    ("GH200", "9.0"),
+    ("H200", "9.0"),
+    ("H100", "9.0"),
+    ("L4", "8.9"),
+    ("L40", "8.9"),
+    ("L40S", "8.9"),
+    ("RTX 6000 Ada", "8.9"),
+    ("RTX 5000 Ada", "8.9"),
+    ("RTX 4500 Ada", "8.9"),
+    ("RTX 4000 Ada", "8.9"),
+    ("RTX 4000 SFF Ada", "8.9"),
+    ("RTX 2000 Ada", "8.9"),
+    ("GeForce RTX 4090", "8.9"),
+    ("GeForce RTX 4080", "8.9"),
+    ("GeForce RTX 4070 Ti", "8.9"),
+    ("GeForce RTX 4070", "8.9"),
+    ("GeForce RTX 4060 Ti", "8.9"),
+    ("GeForce RTX 4060", "8.9"),
+    ("GeForce RTX 4050", "8.9"),
+    ("A40", "8.6"),
+    ("A10", "8.6"),
+    ("A16", "8.6"),
+    ("A2", "8.6"),
+    ("RTX A6000", "8.6"),
+    ("RTX A5000", "8.6"),
+    ("RTX A4000", "8.6"),
+    ("RTX A3000", "8.6"),
+    ("RTX A2000", "8.6"),
+    ("GeForce RTX 3090 Ti", "8.6"),
+    ("GeForce RTX 3090", "8.6"),
+    ("GeForce RTX 3080 Ti", "8.6"),
+    ("GeForce RTX 3080", "8.6"),
+    ("GeForce RTX 3070 Ti", "8.6"),
+    ("GeForce RTX 3070", "8.6"),
+    ("GeForce RTX 3060 Ti", "8.6"),
+    ("GeForce RTX 3060", "8.6"),
+    ("GeForce RTX 3050", "8.6"),
+    ("A100", "8.0"),
+    ("A30", "8.0"),
+    ("T4", "7.5"),
+    ("Quadro RTX 8000", "7.5"),
+    ("Quadro RTX 6000", "7.5"),
+    ("Quadro RTX 5000", "7.5"),
+    ("Quadro RTX 4000", "7.5"),
+    ("V100", "7.0"),
+    ("Quadro GV100", "7.0"),
+    ("TITAN V", "7.0"),
+)
+
+# Compute capabilities those two pages list (Jetson parts included); anything else is not a GPU.
+KNOWN_COMPUTE_CAPS = (
+    "5.0", "5.2", "5.3", "6.0", "6.1", "6.2", "7.0", "7.2", "7.5", "8.0", "8.6", "8.7", "8.9",
+    "9.0", "10.0", "10.3", "11.0", "12.0", "12.1",
+)  # fmt: skip
+
+
+def _name_key(name):
+    text = re.sub(r"\s+", " ", str(name or "")).strip()
+    for prefix in ("NVIDIA ", "Tesla "):
+        if text.startswith(prefix):
+            text = text[len(prefix) :]
+    return text.lower()
+
+
+def compute_cap_from_name(name):
+    """Compute capability of a GPU by its name (``COMPUTE_CAP_BY_NAME``), or None.
+
+    ``'NVIDIA H100 80GB HBM3'`` -> ``'9.0'``. A name nvidia-smi truncated (``'NVIDIA RTX PRO 6000
+    Blac...'``) gives a value only when every entry it could be the start of agrees."""
+    if not name:
+        return None
+    key = _name_key(name)
+    truncated = key.endswith("...")
+    if truncated:
+        key = key[:-3].rstrip()
+    if not key:
+        return None
+    best = None
+    candidates = set()
+    for entry, cap in COMPUTE_CAP_BY_NAME:
+        low = entry.lower()
+        if key == low or (key.startswith(low) and not key[len(low)].isalnum()):
+            if best is None or len(low) > len(best[0]):
+                best = (low, cap)
+        elif truncated and low.startswith(key):
+            candidates.add(cap)
+    if best and not truncated:
+        return best[1]
+    if truncated:
+        if best:
+            candidates.add(best[1])
+        return candidates.pop() if len(candidates) == 1 else None
+    return None
+
+
+def _coarse_interconnect(summary):
+    if summary == "nvlink" or summary == "mixed" or summary == "single":
+        return summary
+    if summary and summary.startswith("pcie-"):
+        return "pcie"
+    return None
+
+
+def read_saved_output(text):
+    """Everything one saved or pasted nvidia-smi output establishes, whatever its kind.
+
+    Recognises (several may be in one text, e.g. a terminal log): the plain table, ``-q``, ``-q -x``,
+    ``--query-gpu`` CSV with or without header, ``-L``, ``topo -m`` / ``topo -mp``, and the driver
+    failure texts. Shell prompts, command lines and a wrapper's own lines around them are ignored.
+
+    Returns ``{'formats': [...], 'driver_failure', 'smi_version', 'driver_version', 'cuda_version',
+    'attached_gpus', 'vgpu_host', 'gpus': [...], 'mig_devices', 'topology' (parse_topo_matrix_details
+    or None), 'warnings'}``. ``formats`` is empty when nothing was recognised. Each GPU is
+    ``{index, pci_bus_id, name, name_truncated, compute_cap, memory_total_mib, power_limit_w, mig_mode,
+    virtualization_mode}`` (None where that output does not say)."""
+    text = strip_ansi(text or "")
+    out = {
+        "formats": [],
+        "driver_failure": detect_driver_failure(text),
+        "smi_version": None,
+        "driver_version": None,
+        "cuda_version": None,
+        "attached_gpus": None,
+        "vgpu_host": False,
+        "gpus": [],
+        "mig_devices": 0,
+        "topology": None,
+        "warnings": [],
+    }
+    if out["driver_failure"]:
+        out["formats"].append("driver-failure")
+    header = parse_smi_header(text)
+    for key in ("smi_version", "driver_version", "cuda_version"):
+        out[key] = header[key]
+
+    def add(gpu, source):
+        gpu = dict(gpu)
+        gpu["source"] = source
+        out["gpus"].append(gpu)
+
+    xml = parse_smi_xml(text)
+    if xml:
+        out["formats"].append("query-xml")
+        out["driver_version"] = out["driver_version"] or xml["driver_version"]
+        out["cuda_version"] = out["cuda_version"] or xml["cuda_version"]
+        out["attached_gpus"] = xml["attached_gpus"]
+        if not xml["complete"]:
+            out["warnings"].append("the -q -x document is cut short: read as far as it goes")
+        for gpu in xml["gpus"]:
+            out["mig_devices"] += gpu.pop("mig_devices")
+            add(gpu, "query-xml")
+    else:
+        query = parse_smi_q(text)
+        if query["gpus"] or query["attached_gpus"] is not None or _Q_VERSION_RE.search(text):
+            out["formats"].append("query")
+            out["attached_gpus"] = query["attached_gpus"]
+            out["vgpu_host"] = query["vgpu_host"]
+            for gpu in query["gpus"]:
+                add(gpu, "query")
+    table = parse_smi_table(text)
+    if table["gpus"] or table["mig_devices"] or header["smi_version"]:
+        out["formats"].append("table")
+        for gpu in table["gpus"]:
+            add(gpu, "table")
+        out["mig_devices"] += len(table["mig_devices"])
+    listing = parse_smi_list(text)
+    if listing["gpus"]:
+        out["formats"].append("list")
+        for gpu in listing["gpus"]:
+            add(gpu, "list")
+        out["mig_devices"] = max(out["mig_devices"], listing["mig_devices"])
+    csv_gpus = parse_query_gpu_any(text)
+    if csv_gpus:
+        out["formats"].append("query-gpu")
+        for gpu in csv_gpus:
+            add(
+                {k: gpu[k] for k in ("index", "name", "pci_bus_id", "compute_cap", "memory_total_mib",
+                                     "power_limit_w", "mig_mode", "driver_version")},
+                "query-gpu",
+            )  # fmt: skip
+            out["driver_version"] = out["driver_version"] or gpu["driver_version"]
+    topo = parse_topo_matrix_details(text)
+    if topo["links"]:
+        out["formats"].append("topo")
+        out["topology"] = topo
+        out["warnings"].extend("topo -m: " + w for w in topo["warnings"])
+        if not topo["header"]:
+            out["warnings"].append("topo -m has no header row: columns taken as GPU0..GPUn-1, then NIC0..")
+    out["gpus"] = merge_gpus([out["gpus"]], out["warnings"])
+    return out
+
+
+_GPU_FIELDS = (
+    "index",
+    "pci_bus_id",
+    "name",
+    "name_truncated",
+    "compute_cap",
+    "memory_total_mib",
+    "power_limit_w",
+    "mig_mode",
+    "virtualization_mode",
+)
+
+
+def merge_gpus(lists, warnings):
+    """One GPU list from several readings: the same GPU is matched by PCI bus id, else by index;
+    ``-q`` / ``-q -x`` blocks carry no index and take their position. A name the table truncated
+    gives way to the full one. Conflicting values are reported in ``warnings``; the first stays."""
+    merged = []
+    for gpus in lists:
+        positional = [g for g in gpus if g.get("index") is None]
+        for pos, gpu in enumerate(positional):
+            gpu["index"] = pos
+        for gpu in gpus:
+            bus = (gpu.get("pci_bus_id") or "").upper() or None
+            match = None
+            for have in merged:
+                if bus and have.get("pci_bus_id"):
+                    if have["pci_bus_id"] == bus:
+                        match = have
+                        break
+                    continue
+                if have.get("index") == gpu.get("index"):
+                    match = have
+                    break
+            if match is None:
+                match = {key: None for key in _GPU_FIELDS}
+                merged.append(match)
+            for key in _GPU_FIELDS:
+                value = gpu.get(key)
+                if key == "pci_bus_id":
+                    value = bus
+                if value is None:
+                    continue
+                if match[key] is None:
+                    match[key] = value
+                elif key == "name" and match.get("name_truncated") and not gpu.get("name_truncated"):
+                    if value.startswith(match["name"][:-3].rstrip()):
+                        match["name"], match["name_truncated"] = value, False
+                elif key == "name_truncated":
+                    continue
+                elif match[key] != value and key != "index":
+                    if key == "name" and gpu.get("name_truncated"):
+                        continue
+                    warnings.append(
+                        "GPU %s: %s reads %r in one output and %r in another" % (match["index"], key, match[key], value)
+                    )
+    for gpu in merged:
+        if gpu["name_truncated"] is None and gpu["name"]:
+            gpu["name_truncated"] = gpu["name"].endswith("...")
+    merged.sort(key=lambda g: (g["index"] is None, g["index"] if g["index"] is not None else 0))
+    return merged
+
+
+def merge_saved_outputs(readings):
+    """Facts from one or more ``read_saved_output`` results (e.g. the table and ``topo -m``).
+
+    Returns ``{'gpus': [{index, name, name_truncated, compute_cap, compute_cap_source, pci_bus_id,
+    memory_total_mib, power_limit_w, mig}], 'gpu_count', 'gpu_models', 'mixed_models', 'compute_cap',
+    'sm', 'driver_version', 'cuda_version', 'interconnect' (nvlink/pcie/mixed/single/None),
+    'interconnect_detail' (gpu_facts' vocabulary), 'interconnect_pairs', 'mig', 'mig_devices',
+    'virtualization', 'driver_failure', 'formats', 'warnings'}``.
+
+    ``gpu_count`` is the most any output shows (the table's rows, ``-q``'s "Attached GPUs", the
+    ``topo -m`` rows); GPUs known only by count are listed with null name. It is None, never 0, when
+    the driver failed: a failed driver says nothing about the GPUs."""
+    warnings = []
+    formats = []
+    failure = None
+    versions = {"driver_version": None, "cuda_version": None}
+    attached = None
+    mig_devices = 0
+    topo = None
+    vgpu_host = False
+    for reading in readings:
+        warnings.extend(reading["warnings"])
+        formats.extend(f for f in reading["formats"] if f not in formats)
+        failure = failure or reading["driver_failure"]
+        for key in versions:
+            value = reading[key]
+            if value and versions[key] and value != versions[key]:
+                warnings.append("%s reads %s in one output and %s in another" % (key, versions[key], value))
+            versions[key] = versions[key] or value
+        if reading["attached_gpus"] is not None:
+            attached = max(attached or 0, reading["attached_gpus"])
+        mig_devices += reading["mig_devices"]
+        vgpu_host = vgpu_host or reading["vgpu_host"]
+        if reading["topology"] and (topo is None or len(reading["topology"]["links"]) > len(topo["links"])):
+            topo = reading["topology"]
+    gpus = merge_gpus([r["gpus"] for r in readings], warnings)
+    topo_gpus = sorted(int(d[3:]) for d in (topo or {}).get("links", {}) if d.startswith("GPU"))
+    topo_columns = [d for d in (topo or {}).get("devices", []) if d.startswith("GPU")]
+    count = max([len(gpus), attached or 0, len(topo_columns), (topo_gpus[-1] + 1) if topo_gpus else 0])
+    known = set(g["index"] for g in gpus)
+    for index in range(count):
+        if index not in known:
+            gpus.append({key: None for key in _GPU_FIELDS})
+            gpus[-1]["index"] = index
+    gpus.sort(key=lambda g: g["index"])
+    for gpu in gpus:
+        if gpu["compute_cap"]:
+            gpu["compute_cap_source"] = "nvidia-smi"
+        else:
+            gpu["compute_cap"] = compute_cap_from_name(gpu["name"])
+            gpu["compute_cap_source"] = "gpu-name" if gpu["compute_cap"] else None
+        gpu["sm"] = compute_cap_to_sm(gpu["compute_cap"])
+    if topo and topo["links"]:
+        detail, pairs = summarise_interconnect(topo)
+    elif count == 1:
+        detail, pairs = "single", {}
+    else:
+        detail, pairs = None, {}
+    if detail == "unknown":
+        detail = None
+    mig_modes = [g["mig_mode"] for g in gpus if g["mig_mode"] is not None]
+    if mig_devices or any(mig_modes):
+        mig = True
+    elif mig_modes and len(mig_modes) == len(gpus):
+        mig = False
+    else:
+        mig = None
+    virt = sorted(set(g["virtualization_mode"] for g in gpus if g["virtualization_mode"]))
+    if vgpu_host and "vgpu-host" not in virt:
+        virt.append("vgpu-host")
+    models, mixed = summarise_models(gpus)
+    caps = set(g["compute_cap"] for g in gpus if g["compute_cap"])
+    unknown = [g["index"] for g in gpus if not g["compute_cap"]]
+    if caps and unknown:
+        warnings.append(
+            "compute capability known for %d of %d GPUs (not for GPU %s)"
+            % (len(gpus) - len(unknown), len(gpus), ", ".join(str(i) for i in unknown))
+        )
+    sms = set(g["sm"] for g in gpus if g["sm"])
+    facts = {
+        "gpus": [
+            {
+                key: gpu[key]
+                for key in (
+                    "index",
+                    "name",
+                    "name_truncated",
+                    "compute_cap",
+                    "compute_cap_source",
+                    "sm",
+                    "pci_bus_id",
+                    "memory_total_mib",
+                    "power_limit_w",
+                )
+            }
+            for gpu in gpus
+        ],  # fmt: skip
+        "gpu_count": count if count else None,
+        "gpu_models": models,
+        "mixed_models": mixed,
+        "compute_cap": caps.pop() if len(caps) == 1 else None,
+        "sm": sms.pop() if len(sms) == 1 else None,
+        "driver_version": versions["driver_version"],
+        "cuda_version": versions["cuda_version"],
+        "interconnect": _coarse_interconnect(detail),
+        "interconnect_detail": detail,
+        "interconnect_pairs": pairs,
+        "mig": mig,
+        "mig_devices": mig_devices,
+        "virtualization": virt[0] if len(virt) == 1 else (None if not virt else "mixed"),
+        "driver_failure": failure,
+        "formats": formats,
+        "warnings": warnings,
+    }
+    for gpu, merged in zip(facts["gpus"], gpus):  # noqa: B905
+        gpu["mig"] = merged["mig_mode"]
+    if failure and not gpus:
+        facts["gpu_count"] = None
+    return facts
+
+
+def virtualization_kind(mode):
+    """gpu_facts' ``virtualization.kind`` from the GPU virtualization mode nvidia-smi reports:
+    a passed-through GPU or a vGPU is seen from inside a VM; a vGPU host is the bare-metal side."""
+    if mode in ("passthrough", "vgpu"):
+        return "vm"
+    if mode in ("vgpu-host", "vsga-host", "none"):
+        return "none"
     return None

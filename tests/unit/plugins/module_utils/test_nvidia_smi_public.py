@@ -1,0 +1,403 @@
+"""The nvidia-smi readers against real output collected from public issues.
+
+Sources in tests/fixtures/nvidia-smi/public/SOURCES.md: driver generations R450-R610, the R610 `KMD Version` / `CUDA UMD Version` labels, truncated names, MIG,
+vGPU hosts, pass-through VMs, 1000 W caps, and pastes with prompts, wrappers, lost tabs and missing rows."""
+
+from __future__ import annotations
+
+import pytest
+
+# isort: split
+from ansible_collections.moesweep.sweep.plugins.module_utils import nvidia_smi as n
+from helpers.paths import FIXTURES
+
+PUB = FIXTURES / "nvidia-smi" / "public"
+FIX = FIXTURES / "nvidia-smi"
+
+
+def read(name: str) -> str:
+    return (PUB / name).read_text(encoding="utf-8")
+
+
+def facts(*names: str) -> dict:
+    return n.merge_saved_outputs([n.read_saved_output(read(name)) for name in names])
+
+
+# ---- version headers: R610 renamed the labels ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name,expected",
+    [
+        ("table-610-b200-sglang-27487.txt", ("610.43.02", "610.43.02", "13.3")),
+        ("table-610-rtx3080-finpilot-160.txt", ("610.43.03", "610.43.03", "13.3")),
+        ("table-610-rtx5070-mistralrs-2287.txt", ("610.43.02", "610.43.02", "13.3")),
+        ("table-580-a800-hami-1903.txt", ("580.119.02", "580.119.02", "13.0")),
+        ("table-550-h100-gpu-burn-114.txt", ("550.90.07", "550.90.07", "12.4")),
+        ("table-536-rtx4060-wddm-h2ogpt-620.txt", ("536.67", "536.67", "12.2")),
+        ("table-535-quadro-rtx4000-list-akash-12.txt", ("535.129.03", "535.129.03", "12.2")),
+        ("table-460-vgpu-host-prompt-glued-vgpu-unlock-30.txt", ("460.32.04", "460.32.04", None)),
+        # the tool and the driver can differ: the driver's version is the one that counts
+        ("table-450-smi-driver-mismatch-err-fah-1557.txt", ("450.66", "418.67", "10.1")),
+    ],
+)
+def test_table_header_versions(name, expected):
+    head = n.parse_smi_header(read(name))
+    assert (head["smi_version"], head["driver_version"], head["cuda_version"]) == expected
+
+
+def test_q_header_r610_prefers_kmd_and_umd_rows_and_drops_the_deprecation_note():
+    text = read("q-610-header-vs-jetpack-295.txt")
+    assert "[Deprecated; will be removed in CUDA 14.0. Use CUDA UMD Version instead]" in text
+    assert n.parse_smi_header(text) == {"smi_version": None, "driver_version": "610.47", "cuda_version": "13.3"}
+    # the deprecated rows alone (what an R610 -q excerpt may show) still give clean versions
+    old_rows = "\n".join(line for line in text.splitlines() if not line.startswith(("KMD", "CUDA UMD")))
+    assert n.parse_smi_header(old_rows)["cuda_version"] == "13.3"
+    assert n.parse_smi_header(old_rows)["driver_version"] == "610.47"
+
+
+def test_q_header_older_drivers_and_a_wrapper_line_between_rows():
+    assert n.parse_smi_header(read("q-535-v100-wrapper-line-hami-347.txt"))["cuda_version"] == "12.2"
+    assert n.parse_smi_header(read("q-450-a100-x8-mig-disabled-k8s-device-plugin-343.txt"))["driver_version"] == (
+        "450.203.03"
+    )
+
+
+def test_wrapper_driver_line_is_not_nvidia_smi_output():
+    # sglang's check_env prints "CUDA Driver Version: 570.172.08": not an nvidia-smi label
+    assert n.parse_smi_header(read("topo-check-env-wrapper-gb200-570-sglang-11208.txt"))["driver_version"] is None
+
+
+@pytest.mark.parametrize(
+    "value,expected",
+    [
+        ("610.47 [Deprecated; will be removed in CUDA 14.0. Use KMD Version instead]", "610.47"),
+        ("13.3", "13.3"),
+        ("Not Found", None),
+        ("N/A", None),
+        ("garbage 1.2", None),
+    ],
+)
+def test_version_value(value, expected):
+    assert n.version_value(value) == expected
+
+
+# ---- the plain table ---------------------------------------------------------------------------
+
+
+def test_table_b200_four_digit_power_cap():
+    gpus = n.parse_smi_table(read("table-610-b200-sglang-27487.txt"))["gpus"]
+    assert [(g["index"], g["name"], g["pci_bus_id"]) for g in gpus] == [
+        (0, "NVIDIA B200", "00000000:63:00.0"),
+        (1, "NVIDIA B200", "00000000:68:00.0"),
+    ]
+    assert [g["power_limit_w"] for g in gpus] == [1000, 1000]
+    assert [g["memory_total_mib"] for g in gpus] == [183359, 183359]
+    assert [g["mig_mode"] for g in gpus] == [False, False]
+    assert all(g["persistence_mode"] is True and g["name_truncated"] is False for g in gpus)
+
+
+def test_table_truncated_names_and_layouts():
+    rtx = n.parse_smi_table(read("table-580-rtx-pro-6000-vgpu-host-mig-cubecos-312.txt"))["gpus"]
+    assert [g["name"] for g in rtx] == ["NVIDIA RTX PRO 6000 Blac..."] * 3
+    assert all(g["name_truncated"] for g in rtx)
+    assert [g["mig_mode"] for g in rtx] == [False, False, True]  # GPU 2: "Enabled"
+    assert rtx[2]["pci_bus_id"] == "00000001:04:00.0"
+    win = n.parse_smi_table(read("table-536-rtx4060-wddm-h2ogpt-620.txt"))["gpus"][0]
+    assert win["name"] == "NVIDIA GeForce RTX 4060 ..." and win["persistence_mode"] is None  # WDDM column
+    assert (win["power_limit_w"], win["memory_total_mib"]) == (45, 8188)
+    old = n.parse_smi_table(read("table-450-smi-driver-mismatch-err-fah-1557.txt"))["gpus"][0]
+    assert (old["name"], old["power_limit_w"], old["mig_mode"]) == ("Tesla T4", 70, None)  # "ERR!"
+    vgpu = n.parse_smi_table(read("table-460-vgpu-host-prompt-glued-vgpu-unlock-30.txt"))["gpus"][0]
+    assert (vgpu["name"], vgpu["power_limit_w"], vgpu["memory_total_mib"]) == ("Quadro P400", None, 2047)
+
+
+def test_table_processes_and_mig_boxes_are_not_gpu_rows():
+    box = n.parse_smi_table(read("table-510-mig-devices-box-nvitop-8.txt"))
+    assert box["gpus"] == []
+    assert [(d["gpu"], d["gpu_instance"], d["device"], d["memory_total_mib"]) for d in box["mig_devices"]] == [
+        (1, 3, 0, 19968),
+        (1, 5, 1, 19968),
+        (1, 6, 2, 19968),
+    ]
+
+
+def test_list_output_needs_the_uuid():
+    listed = n.parse_smi_list(read("table-535-quadro-rtx4000-list-akash-12.txt"))
+    assert listed["gpus"] == [{"index": 0, "name": "Quadro RTX 4000"}, {"index": 1, "name": "Quadro RTX 4000"}]
+    assert n.parse_smi_list("GPU 0: NVIDIA RTX PRO 6000 Blackwell Server Edition\n")["gpus"] == []
+
+
+# ---- -q and -q -x ------------------------------------------------------------------------------
+
+
+def test_q_blocks():
+    a100 = n.parse_smi_q(read("q-450-a100-x8-mig-disabled-k8s-device-plugin-343.txt"))
+    assert a100["attached_gpus"] == 8
+    assert [(g["pci_bus_id"], g["name"], g["mig_mode"]) for g in a100["gpus"]] == [
+        ("00000000:07:00.0", "A100-SXM4-40GB", False)
+    ]
+    l40s = n.parse_smi_q(read("q-l40s-excerpt-isaacsim-228.txt"))["gpus"][0]
+    assert (l40s["name"], l40s["architecture"], l40s["mig_mode"]) == ("NVIDIA L40S", "Ada Lovelace", None)
+    v100 = n.parse_smi_q(read("q-535-v100-wrapper-line-hami-347.txt"))["gpus"][0]
+    assert (v100["name"], v100["architecture"]) == ("Tesla V100-PCIE-16GB", "Volta")
+
+
+def test_q_device_h200_passthrough_and_vgpu_host_header():
+    h200 = n.parse_smi_q((FIX / "h200-x1-device" / "nvidia-smi-q.txt").read_text())["gpus"][0]
+    assert h200["virtualization_mode"] == "passthrough" and h200["memory_total_mib"] == 143771
+    assert h200["power_limit_w"] == 700.0
+    host = n.parse_smi_q((FIX / "rtx-pro-6000-public" / "nvidia-smi-q-server-edition-header.txt").read_text())
+    assert host["vgpu_host"] is True and host["attached_gpus"] == 4
+
+
+def test_xml_mig_and_passthrough_reads_the_gpu_not_its_mig_devices():
+    xml = n.parse_smi_xml(read("qx-510-a100-mig-passthrough-netdata.xml"))
+    assert (xml["driver_version"], xml["cuda_version"], xml["attached_gpus"], xml["complete"]) == (
+        "510.47.03",
+        "11.6",
+        1,
+        True,
+    )
+    gpu = xml["gpus"][0]
+    assert gpu["name"] == "NVIDIA A100-SXM4-40GB" and gpu["mig_mode"] is True and gpu["mig_devices"] == 2
+    assert gpu["virtualization_mode"] == "passthrough"
+    assert gpu["memory_total_mib"] == 40960  # the GPU's, not a MIG device's 19968
+    assert gpu["power_limit_w"] == 400.0
+
+
+def test_xml_cut_short_and_html_escaped():
+    cut = n.parse_smi_xml(read("qx-535-rtx4090-truncated-netdata-15755.xml"))
+    assert cut["complete"] is False and cut["gpus"][0]["name"] == "NVIDIA GeForce RTX 4090"
+    assert cut["driver_version"] == "535.86.05"
+    escaped = n.parse_smi_xml(read("qx-591-rtx4090-html-escaped-1panel-11910.txt"))
+    assert (escaped["driver_version"], escaped["cuda_version"]) == ("591.74", "13.1")
+    assert escaped["gpus"][0]["pci_bus_id"] == "00000000:01:00.0"
+    assert n.parse_smi_xml(read("table-610-b200-sglang-27487.txt")) is None
+
+
+# ---- topo -m: pastes that lost their header, tabs or indentation ---------------------------------
+
+
+def test_topo_glued_cells_keep_every_column_in_place():
+    topo = n.parse_topo_matrix_details(read("topo-glued-cells-tabs-vllm-13855.txt"))
+    assert topo["header"] is True and topo["warnings"] == []
+    assert topo["devices"][16:18] == ["NIC8", "NIC9"] and len(topo["devices"]) == 20
+    assert topo["links"]["GPU4"]["NIC8"] == "NODE" and topo["links"]["GPU4"]["NIC9"] == "NODE"
+    assert topo["links"]["GPU5"]["NIC8"] == "NODE" and topo["links"]["GPU5"]["NIC9"] == "PXB"
+    assert topo["links"]["GPU6"]["NIC10"] == "PXB" and topo["links"]["GPU7"]["NIC11"] == "PXB"
+    assert topo["cpu_affinity"]["GPU4"] == "56-111,168-223" and topo["numa_affinity"]["GPU4"] == "1"
+    assert topo["gpu_numa_id"]["GPU0"] is None
+    assert n.summarise_interconnect(topo) == ("nvlink", {"nvlink": 28})
+
+
+def test_topo_without_its_header_row():
+    text = read("topo-glued-cells-tabs-vllm-13855.txt")
+    headerless = "\n".join(line for line in text.splitlines() if "CPU Affinity" not in line)
+    topo = n.parse_topo_matrix_details(headerless)
+    assert topo["header"] is False
+    assert topo["devices"][:8] == [f"GPU{i}" for i in range(8)] and len(topo["devices"]) == 20
+    assert topo["links"]["GPU3"]["GPU3"] == "X" and topo["links"]["GPU0"]["NIC0"] == "PXB"
+    assert topo["numa_affinity"]["GPU7"] == "1" and topo["cpu_affinity"]["GPU0"] == "0-55,112-167"
+    assert n.summarise_interconnect(topo)[0] == "nvlink"
+    # No header and only rows GPU0-GPU3 of eight: the split between GPU and NIC columns cannot be known,
+    # so the reading covers the pairs it can see and says what it assumed.
+    pcie = read("topo-mp-pcie-only-prompt-deepep-60.txt")
+    topo = n.parse_topo_matrix_details("\n".join(pcie.splitlines()[2:]))  # prompt and header dropped
+    assert topo["header"] is False and n.summarise_interconnect(topo)[0] == "pcie-node"
+    assert topo["cpu_affinity"]["GPU3"] == "0-47,96-143"
+    assert any("taken for NICs" in w for w in topo["warnings"])
+
+
+def test_topo_shifted_row_is_left_out_not_misread():
+    text = read("topo-nv18-9nics-sglang-13973.txt")
+    broken = text.replace("GPU2    NV18    NV18     X      NV18", "GPU2    NV18     X      NV18", 1)
+    topo = n.parse_topo_matrix_details(broken)
+    assert "GPU2" not in topo["links"] and any(w.startswith("GPU2") for w in topo["warnings"])
+    assert topo["links"]["GPU3"]["GPU3"] == "X"
+
+
+@pytest.mark.parametrize(
+    "name,rows,summary,cpu0,numa0",
+    [
+        ("topo-nv8-9nics-nccl-933.txt", 7, "nvlink", "0-47,96-143", "0"),
+        ("topo-dgx-a100-12nics-nccl-1505.txt", 4, "nvlink", "48-63,176-191", "3"),
+        ("topo-nv18-9nics-sglang-13973.txt", 6, "nvlink", "0-23,96-119", "0"),
+        ("topo-nv18-18nics-prompt-deepep-145.txt", 4, "nvlink", "0-55,112-167", "0"),
+        ("topo-nv12-no-leading-indent-nccl-2157.txt", 4, "nvlink", "48-63,176-191", "3"),
+        ("topo-mp-pcie-only-prompt-deepep-60.txt", 4, "pcie-sys", "0-47,96-143", "0"),
+        ("topo-collect-env-wrapper-vllm-19176.txt", 4, "nvlink", "0-31,64-95", "0"),
+        ("topo-collect-env-wrapper-18nics-vllm-25848.txt", 3, "nvlink", "0-23,144-167", "0"),
+        ("topo-check-env-wrapper-gb200-570-sglang-11208.txt", 3, "nvlink", "0-71", "0,3-9,11-17"),
+    ],
+)
+def test_topo_public_matrices(name, rows, summary, cpu0, numa0):
+    topo = n.parse_topo_matrix_details(read(name))
+    gpu_rows = [d for d in topo["links"] if d.startswith("GPU")]
+    assert len(gpu_rows) == rows and topo["warnings"] == []
+    assert all(topo["links"][g][g] == "X" for g in gpu_rows)
+    assert n.summarise_interconnect(topo)[0] == summary
+    assert (topo["cpu_affinity"]["GPU0"], topo["numa_affinity"]["GPU0"]) == (cpu0, numa0)
+
+
+def test_topo_gb200_gpu_numa_ids():
+    topo = n.parse_topo_matrix_details(read("topo-check-env-wrapper-gb200-570-sglang-11208.txt"))
+    assert topo["gpu_numa_id"] == {"GPU0": "2", "GPU1": "10", "GPU2": "18"}
+    assert topo["numa_affinity"]["GPU2"] == "1,19-25,27-33"
+
+
+# ---- compute capability from the name -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name,cap",
+    [
+        ("NVIDIA B200", "10.0"),
+        ("NVIDIA GB200", "10.0"),
+        ("NVIDIA H100 80GB HBM3", "9.0"),
+        ("NVIDIA H200", "9.0"),
+        ("NVIDIA L40S", "8.9"),
+        ("NVIDIA A100-SXM4-40GB", "8.0"),
+        ("A100-SXM4-40GB", "8.0"),
+        ("Tesla V100-PCIE-16GB", "7.0"),
+        ("Tesla T4", "7.5"),
+        ("Quadro RTX 4000", "7.5"),
+        ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "12.0"),
+        ("NVIDIA RTX PRO 6000 Blac...", "12.0"),  # every entry it can be the start of says 12.0
+        ("NVIDIA GeForce RTX 3080 ...", "8.6"),
+        ("NVIDIA GeForce RTX 5070 ...", "12.0"),
+        ("NVIDIA GeForce RTX 4060 ...", "8.9"),
+        ("NVIDIA A10", "8.6"),
+        ("NVIDIA A1...", None),  # A10 (8.6) or A100 (8.0): not guessed
+        ("NVIDIA A800 80GB PCIe", None),  # not on NVIDIA's table
+        ("Quadro P400", None),
+        (None, None),
+    ],
+)
+def test_compute_cap_from_name(name, cap):
+    assert n.compute_cap_from_name(name) == cap
+
+
+def test_name_table_values_are_known_compute_caps():
+    assert {cap for _name, cap in n.COMPUTE_CAP_BY_NAME} <= set(n.KNOWN_COMPUTE_CAPS)
+
+
+# ---- everything one paste establishes ----------------------------------------------------------
+
+
+def test_saved_output_b200_r610():
+    f = facts("table-610-b200-sglang-27487.txt")
+    assert f["formats"] == ["table"]
+    assert f["gpu_count"] == 2 and f["gpu_models"] == ["NVIDIA B200"]
+    assert [(g["name"], g["compute_cap"], g["compute_cap_source"]) for g in f["gpus"]] == [
+        ("NVIDIA B200", "10.0", "gpu-name")
+    ] * 2
+    assert (f["driver_version"], f["cuda_version"], f["sm"]) == ("610.43.02", "13.3", "sm100")
+    assert f["interconnect"] is None  # two GPUs, and the table does not say how they are linked
+    assert f["mig"] is False and f["driver_failure"] is None
+
+
+def test_saved_output_table_and_topo_merge():
+    f = facts("table-550-h100-gpu-burn-114.txt", "topo-nv18-9nics-sglang-13973.txt")
+    assert f["formats"] == ["table", "topo"]
+    assert f["gpu_count"] == 8  # the topology shows 8 GPU columns; the table excerpt names 2
+    assert [g["name"] for g in f["gpus"]][:3] == ["NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3", None]
+    assert f["interconnect"] == "nvlink" and f["compute_cap"] == "9.0"
+    assert any("known for 2 of 8" in w for w in f["warnings"])
+
+
+def test_saved_output_list_fills_the_rows_the_excerpt_left_out():
+    f = facts("table-535-quadro-rtx4000-list-akash-12.txt")
+    assert f["formats"] == ["table", "list"]
+    assert f["gpu_count"] == 2 and [g["name"] for g in f["gpus"]] == ["Quadro RTX 4000"] * 2
+    assert f["gpus"][0]["pci_bus_id"] == "00000000:06:00.0" and f["compute_cap"] == "7.5"
+
+
+def test_saved_output_csv_compute_cap_is_printed_not_derived():
+    text = (FIX / "rtx-pro-6000" / "query-gpu-index-name-cc-mem-driver.csv").read_text()
+    f = n.merge_saved_outputs([n.read_saved_output(text)])
+    assert f["formats"] == ["query-gpu"] and f["gpu_count"] == 6
+    assert {g["compute_cap_source"] for g in f["gpus"]} == {"nvidia-smi"}
+    assert f["driver_version"] == "580.65.06" and f["sm"] == "sm120"
+
+
+def test_saved_output_noheader_csv_after_its_command_line():
+    text = "user@gpu:~$ nvidia-smi --query-gpu=index,name,compute_cap --format=csv,noheader\n0, NVIDIA B200, 10.0\n"
+    f = n.merge_saved_outputs([n.read_saved_output(text)])
+    assert f["gpu_count"] == 1 and f["gpus"][0]["compute_cap_source"] == "nvidia-smi"
+    h200 = (FIX / "h200-x2" / "query-gpu.csv").read_text()
+    f = n.merge_saved_outputs([n.read_saved_output(h200)])
+    assert f["gpu_count"] == 2 and f["gpus"][1]["pci_bus_id"] == "00000000:00:07.0"
+
+
+def test_saved_output_mig_virtualization_and_vgpu_host():
+    a100 = facts("qx-510-a100-mig-passthrough-netdata.xml")
+    assert (a100["mig"], a100["mig_devices"], a100["virtualization"], a100["interconnect"]) == (
+        True,
+        2,
+        "passthrough",
+        "single",
+    )
+    assert n.virtualization_kind(a100["virtualization"]) == "vm"
+    rtx = facts("table-580-rtx-pro-6000-vgpu-host-mig-cubecos-312.txt")
+    assert rtx["mig"] is True and rtx["compute_cap"] == "12.0" and rtx["gpus"][0]["name_truncated"] is True
+    host = n.merge_saved_outputs(
+        [n.read_saved_output((FIX / "rtx-pro-6000-public" / "nvidia-smi-q-server-edition-header.txt").read_text())]
+    )
+    assert host["virtualization"] == "vgpu-host" and host["cuda_version"] is None and host["gpu_count"] == 4
+    assert n.virtualization_kind(host["virtualization"]) == "none"
+
+
+def test_saved_output_driver_failure_is_never_zero_gpus():
+    for name in ("nvidia-smi-not-loaded.txt", "nvml-version-mismatch.txt", "nvidia-smi-not-loaded-curly-quote.txt"):
+        f = n.merge_saved_outputs([n.read_saved_output((FIX / "driver-failure" / name).read_text())])
+        assert f["driver_failure"] and f["gpu_count"] is None and f["gpus"] == []
+        assert f["formats"] == ["driver-failure"]
+
+
+def test_saved_output_unreadable_text_has_no_format():
+    assert n.read_saved_output("hello\nworld\n")["formats"] == []
+    assert n.read_saved_output("")["formats"] == []
+
+
+def test_saved_output_truncated_name_gives_way_to_the_full_one():
+    table = n.read_saved_output((FIX / "rtx-pro-6000" / "nvidia-smi-570.172.08.txt").read_text())
+    csv = n.read_saved_output("index, name, compute_cap\n0, NVIDIA RTX PRO 6000 Blackwell Server Edition, 12.0\n")
+    f = n.merge_saved_outputs([table, csv])
+    assert f["gpus"][0]["name"] == "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+    assert f["gpus"][0]["name_truncated"] is False and f["warnings"] == []
+
+
+def test_saved_output_conflicts_are_reported():
+    a = n.read_saved_output(read("table-610-b200-sglang-27487.txt"))
+    b = n.read_saved_output(read("table-550-h100-gpu-burn-114.txt"))
+    f = n.merge_saved_outputs([a, b])
+    assert any("driver_version" in w for w in f["warnings"])
+    assert f["mixed_models"] is True and f["sm"] is None
+
+
+@pytest.mark.parametrize(
+    "name,count,driver,cuda,cap,interconnect",
+    [
+        ("table-610-rtx3080-finpilot-160.txt", 1, "610.43.03", "13.3", "8.6", "single"),
+        ("table-610-rtx5070-mistralrs-2287.txt", 1, "610.43.02", "13.3", "12.0", "single"),
+        ("table-580-a800-hami-1903.txt", 2, "580.119.02", "13.0", None, None),
+        ("table-536-rtx4060-wddm-h2ogpt-620.txt", 1, "536.67", "12.2", "8.9", "single"),
+        ("table-450-smi-driver-mismatch-err-fah-1557.txt", 1, "418.67", "10.1", "7.5", "single"),
+        ("q-450-a100-x8-mig-disabled-k8s-device-plugin-343.txt", 8, "450.203.03", "11.0", "8.0", None),
+        ("q-l40s-excerpt-isaacsim-228.txt", 1, None, None, "8.9", "single"),
+        ("q-535-v100-wrapper-line-hami-347.txt", 1, "535.86.10", "12.2", "7.0", "single"),
+        ("qx-591-rtx4090-html-escaped-1panel-11910.txt", 1, "591.74", "13.1", "8.9", "single"),
+        ("topo-check-env-wrapper-gb200-570-sglang-11208.txt", 4, None, None, None, "nvlink"),
+        ("topo-mp-pcie-only-prompt-deepep-60.txt", 8, None, None, None, "pcie"),
+    ],
+)
+def test_saved_output_public_samples(name, count, driver, cuda, cap, interconnect):
+    f = facts(name)
+    assert f["gpu_count"] == count and len(f["gpus"]) == count
+    assert (f["driver_version"], f["cuda_version"], f["compute_cap"], f["interconnect"]) == (
+        driver,
+        cuda,
+        cap,
+        interconnect,
+    )
