@@ -1,7 +1,8 @@
 """The nvidia-smi readers against real output collected from public issues.
 
-Sources in tests/fixtures/nvidia-smi/public/SOURCES.md: driver generations R450-R610, the R610 `KMD Version` / `CUDA UMD Version` labels, truncated names, MIG,
-vGPU hosts, pass-through VMs, 1000 W caps, and pastes with prompts, wrappers, lost tabs and missing rows."""
+Sources in tests/fixtures/nvidia-smi/public/SOURCES.md: driver generations R450-R610, the R610
+`KMD Version` / `CUDA UMD Version` labels, truncated names, MIG, vGPU hosts, pass-through VMs, 1000 W
+caps, and pastes with prompts, wrappers, lost tabs and missing rows."""
 
 from __future__ import annotations
 
