@@ -8,7 +8,7 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("sim", "check", "classify_log", "sweep", "report")
+COMMANDS = ("sim", "check", "facts", "classify_log", "sweep", "report")
 
 
 def build_parser() -> argparse.ArgumentParser:
