@@ -1,19 +1,38 @@
-"""``moesweep check``: run the preflight's evaluator from the controller against gathered facts.
+"""``moesweep check``: run the preflight's evaluator from the controller against a host's facts.
 
-Same code as the ``sglang_preflight`` action (``plugin_utils.compat``), imported through the
-in-repo collection, never copied. Exit 0 when the point may run (supported, caveat, unknown),
-1 when it is refused, 2 on bad input.
+The facts come from one of: ``--facts FILE`` (gpu_facts output), ``--nvidia-smi FILE ...`` (any saved
+nvidia-smi output, read as ``moesweep facts`` reads it: so someone holding only a pasted nvidia-smi can
+ask whether a backend will run there), or ``--sm`` / ``--gpus`` / ``--interconnect`` / ``--virt``
+alone. Given with a file, those four override what the file says.
+
+Same code as the ``sglang_preflight`` action (``plugin_utils.compat``), imported through the in-repo
+collection, never copied. Every argument is checked before anything is evaluated. Exit status: 0 the
+point may run (supported, caveat, unknown), 1 it is refused, 2 bad input (the message names the fix),
+3 the nvidia-smi output shows a driver failure.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
 import sys
 
 import moesweep._collection  # noqa: F401  (puts the in-repo collection on sys.path)
 
 # isort: split
-from ansible_collections.moesweep.sweep.plugins.plugin_utils import compat
+from ansible_collections.moesweep.sweep.plugins.module_utils import nvidia_smi as smi
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import compat, sglang_flags
+
+from moesweep.commands import facts as saved
+
+EXIT_BAD_INPUT = 2
+EXIT_DRIVER_FAILURE = 3
+VIRT_KINDS = ("none", "vm", "container", "unknown")
+
+
+class BadInput(ValueError):
+    """A user's mistake, with the fix in the message."""
 
 
 def _flag(text: str) -> tuple[str, object]:
@@ -39,52 +58,208 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "check",
         help="check one sweep point (backend, quantization, flags, sglang version) against host facts",
-        description="Evaluate a sweep point against gathered GPU facts and data/compat.yml; exit 1 on refusal.",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--facts", help="JSON file: gpu_facts output (ansible_facts.moesweep_gpu, or a result holding it)")
-    p.add_argument("--sm", help="SM of the host when no facts file: 120, sm120 or 12.0")
-    p.add_argument("--gpus", type=int, help="GPU count when no facts file")
-    p.add_argument("--interconnect", help="nvlink, pcie-phb, ... when no facts file")
-    p.add_argument("--virt", help="virtualization kind when no facts file: none, vm, container")
+    source = p.add_mutually_exclusive_group()
+    source.add_argument(
+        "--facts", help="JSON file: gpu_facts output (ansible_facts.moesweep_gpu, or a result holding it)"
+    )
+    source.add_argument(
+        "--nvidia-smi",
+        dest="nvidia_smi",
+        metavar="FILE",
+        nargs="+",
+        action="extend",
+        help="saved nvidia-smi output (table, -q, -q -x, CSV, -L, topo -m); several are merged",
+    )
+    p.add_argument("--sm", help="SM of the host: 120, sm120 or 12.0")
+    p.add_argument("--gpus", type=int, help="GPU count (1 or more)")
+    p.add_argument("--interconnect", choices=smi.INTERCONNECT_VALUES, help="GPU-to-GPU interconnect")
+    p.add_argument("--virt", choices=VIRT_KINDS, help="virtualization kind")
     p.add_argument("--backend", required=True, help="--moe-runner-backend value")
     p.add_argument("--quantization", help="--quantization value (omit for bf16)")
-    p.add_argument("--sglang-version", required=True)
-    p.add_argument("--cuda-version", help="CUDA toolkit release used for JIT (nvcc in CUDA_HOME)")
+    p.add_argument(
+        "--sglang-version",
+        help="sglang version whose flag schema (data/sglang/flags-<version>.json) checks --flag; "
+        "without it, version-dependent rules answer unknown",
+    )
+    p.add_argument("--cuda-version", help="CUDA toolkit release used for JIT (nvcc in CUDA_HOME), e.g. 12.8")
     p.add_argument("--flag", action="append", default=[], metavar="K=V", help="a launch flag (repeatable)")
     p.add_argument("--kb", help="knowledge base file (default: the collection's data/compat.yml)")
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
     p.set_defaults(func=run)
 
 
-def load_facts(args) -> dict:
-    if args.facts:
-        with open(args.facts, encoding="utf-8") as handle:
-            data = json.load(handle)
-        for key in ("ansible_facts", "moesweep_gpu"):
-            if isinstance(data, dict) and key in data:
-                data = data[key]
-        return data
-    facts: dict = {}
-    if args.sm:
-        sm = compat.sm_number(args.sm)
-        if sm is None:
-            raise ValueError(f"--sm {args.sm!r}: expected e.g. 120, sm120 or 12.0")
-        facts["sm"] = f"sm{sm}"
-    if args.gpus:
-        facts["gpu_count"] = args.gpus
+# ---- checking the arguments ------------------------------------------------------------------
+
+
+def load_kb(path: str | None) -> dict:
+    import yaml
+
+    where = f"--kb {path}" if path else f"the knowledge base {compat.DEFAULT_KB_PATH}"
+    try:
+        kb = compat.load_kb(path)
+    except OSError as exc:
+        raise BadInput(f"{where}: cannot read it ({exc.strerror or exc}); give the path of a compat.yml") from exc
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{where}: not a text file; give the path of a compat.yml") from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark else ""
+        raise BadInput(f"{where}: not valid YAML{at}; give the path of a compat.yml") from exc
+    if not isinstance(kb, dict) or not isinstance(kb.get("backends"), dict) or not isinstance(kb.get("rules"), list):
+        raise BadInput(f"{where}: not a moesweep knowledge base (no `backends` mapping and `rules` list)")
+    return kb
+
+
+def known_sms(kb: dict) -> list[int]:
+    """SMs that exist: NVIDIA's compute capability tables, plus any the knowledge base's rules name."""
+    sms = {smi.sm_number(cap) for cap in smi.KNOWN_COMPUTE_CAPS}
+    for group in ("rules", "flags", "auto_resolution"):
+        for rule in kb.get(group) or []:
+            for key in ("sm_in", "sm_not_in"):
+                sms.update(x for x in rule.get(key) or [] if isinstance(x, int))
+    return sorted(sms)
+
+
+def check_sm(text: str, kb: dict) -> str:
+    if not text.strip():
+        raise BadInput("--sm is empty: give the host's compute capability, e.g. --sm 120, --sm sm120 or --sm 12.0")
+    sm = compat.sm_number(text)
+    if sm is None:
+        raise BadInput(f"--sm {text!r}: not a compute capability; expected e.g. 120, sm120 or 12.0")
+    known = known_sms(kb)
+    if sm not in known:
+        raise BadInput(
+            f"--sm {text}: sm{sm} is not the compute capability of any NVIDIA GPU "
+            f"(known: {', '.join(f'sm{x}' for x in known)}; see https://developer.nvidia.com/cuda-gpus)"
+        )
+    return f"sm{sm}"
+
+
+def check_arguments(args, kb: dict) -> dict:
+    """Everything that can be wrong with the arguments alone, before any file is read. Returns the
+    overrides (sm, gpu_count, interconnect, virtualization) the arguments give."""
+    overrides: dict = {}
+    if args.sm is not None:
+        overrides["sm"] = check_sm(args.sm, kb)
+    if args.gpus is not None:
+        if args.gpus < 1:
+            raise BadInput(f"--gpus {args.gpus}: a GPU count is 1 or more")
+        overrides["gpu_count"] = args.gpus
     if args.interconnect:
-        facts["interconnect"] = args.interconnect
+        overrides["interconnect"] = args.interconnect
     if args.virt:
-        facts["virtualization"] = {"kind": args.virt}
-    return facts
+        overrides["virtualization"] = {"kind": args.virt}
+    if not args.backend.strip():
+        raise BadInput("--backend is empty: give a --moe-runner-backend value, e.g. --backend flashinfer_cutlass")
+    if args.sglang_version is not None:
+        versions = sglang_flags.list_versions()
+        if args.sglang_version not in versions:
+            raise BadInput(
+                f"--sglang-version {args.sglang_version!r}: no flag schema for it in data/sglang/ "
+                f"(have: {', '.join(versions) or 'none'}); use one of those, or extract its schema from the "
+                "wheel with scripts/extract_sglang_flags.py"
+            )
+    elif args.flag:
+        raise BadInput("--flag needs --sglang-version: flags are checked against that version's real CLI schema")
+    if args.cuda_version is not None and not re.match(r"^\d+\.\d+$", args.cuda_version.strip()):
+        raise BadInput(f"--cuda-version {args.cuda_version!r}: expected a release like 12.8 or 13.0")
+    for item in args.flag:
+        if not item.lstrip("-").split("=", 1)[0]:
+            raise BadInput(f"--flag {item!r}: expected NAME or NAME=VALUE, e.g. --flag tp-size=8")
+    return overrides
+
+
+# ---- the host's facts ------------------------------------------------------------------------
+
+
+def facts_from_json(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except OSError as exc:
+        raise BadInput(f"--facts {path}: cannot read it ({exc.strerror or exc})") from exc
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise BadInput(f"--facts {path}: not JSON ({exc}); give gpu_facts' output") from exc
+    for key in ("ansible_facts", "moesweep_gpu"):
+        if isinstance(data, dict) and key in data:
+            data = data[key]
+    if not isinstance(data, dict):
+        raise BadInput(f"--facts {path}: not gpu_facts output (expected an object with sm, gpu_count, ...)")
+    return data
+
+
+def facts_from_nvidia_smi(paths: list[str]) -> tuple[dict, dict]:
+    """gpu_facts-shaped facts from saved nvidia-smi output, and the reading itself."""
+    try:
+        read, _sources = saved.load(paths)
+    except saved.UnreadableInput as exc:
+        raise BadInput(f"--nvidia-smi {exc}") from exc
+    facts = {
+        "gpu_count": read["gpu_count"],
+        "gpu_models": read["gpu_models"],
+        "mixed_models": read["mixed_models"],
+        "sm": read["sm"],
+        "compute_cap": read["compute_cap"],
+        "driver_version": read["driver_version"],
+        "driver_cuda_version": read["cuda_version"],
+        "interconnect": read["interconnect_detail"],
+        "virtualization": {"kind": smi.virtualization_kind(read["virtualization"])},
+    }
+    return {k: v for k, v in facts.items() if v is not None and v != {"kind": None}}, read
+
+
+def host_line(read: dict, paths: list[str]) -> str:
+    models = ", ".join(read["gpu_models"]) or "unnamed GPUs"
+    return (
+        f"host (from {', '.join(paths)}): {read['gpu_count']} x {models}, {read['sm'] or 'SM unknown'}, "
+        f"interconnect {read['interconnect_detail'] or 'not shown'}, driver {read['driver_version'] or 'unknown'}"
+    )
+
+
+def gather(args, overrides: dict) -> tuple[dict, dict | None]:
+    read = None
+    if args.facts:
+        facts = facts_from_json(args.facts)
+    elif args.nvidia_smi:
+        facts, read = facts_from_nvidia_smi(args.nvidia_smi)
+        if read["driver_failure"]:
+            return facts, read
+        if not facts.get("sm") and "sm" not in overrides:
+            if read["mixed_models"]:
+                raise BadInput(f"--nvidia-smi: the GPUs differ ({', '.join(read['gpu_models'])}): check each with --sm")
+            names = ", ".join(read["gpu_models"]) or "no GPU name"
+            raise BadInput(
+                f"--nvidia-smi: the output does not establish the compute capability ({names}; not printed, "
+                "and not a name in NVIDIA's table); add --sm, or save `nvidia-smi --query-gpu=name,compute_cap "
+                "--format=csv` with it"
+            )
+    else:
+        facts = {}
+    facts.update(overrides)
+    return facts, read
+
+
+# ---- the verdict -----------------------------------------------------------------------------
 
 
 def run(args) -> int:
     try:
-        facts = load_facts(args)
-    except (OSError, ValueError) as exc:
+        kb = load_kb(args.kb)
+        overrides = check_arguments(args, kb)
+        facts, read = gather(args, overrides)
+    except BadInput as exc:
         print(f"moesweep check: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
+    if read and read["driver_failure"]:
+        print(
+            f"moesweep check: the nvidia-smi output shows the driver is not usable: {read['driver_failure']}; "
+            "fix the driver on that host (reload the module, or reboot after an upgrade), then save nvidia-smi again",
+            file=sys.stderr,
+        )
+        return EXIT_DRIVER_FAILURE
     point = {
         "backend": args.backend,
         "quantization": args.quantization,
@@ -92,23 +267,24 @@ def run(args) -> int:
         "cuda_version": args.cuda_version,
         "flags": dict(_flag(f) for f in args.flag),
     }
-    kb = compat.load_kb(args.kb)
     flag_errors = None
     notes = []
-    try:
-        from ansible_collections.moesweep.sweep.plugins.plugin_utils import sglang_flags
-
+    if args.sglang_version is None:
+        notes.append("no --sglang-version: rules that depend on the sglang version answer unknown")
+    else:
         flag_errors = list(sglang_flags.validate_flags(sglang_flags.load_schema(args.sglang_version), point["flags"]))
-    except ImportError:
-        notes.append("flag schema loader not available: flags checked only against compat.yml")
-    except (OSError, ValueError, KeyError, LookupError) as exc:
-        notes.append(f"no flag schema for sglang {args.sglang_version} ({exc})")
     verdict = compat.evaluate(point, facts, kb, flag_errors=flag_errors)
     verdict["warnings"].extend(notes)
+    if read:
+        verdict["warnings"].extend(f"nvidia-smi output: {w}" for w in read["warnings"])
     refused = verdict["status"] == "unsupported"
     if args.json:
+        if read:
+            verdict["facts"] = facts
         print(json.dumps(verdict, indent=2, sort_keys=True))
     else:
+        if read:
+            print(host_line(read, args.nvidia_smi))
         if refused:
             print(compat.format_refusal(verdict))
         else:

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+from helpers.paths import FIXTURES, REPO
+
 from moesweep import cli
+
+SMI = FIXTURES / "nvidia-smi"
+PUB = SMI / "public"
 
 
 def run(capsys, *argv):
@@ -110,3 +116,180 @@ def test_flag_values_are_typed_like_ansible_extra_vars():
     assert _flag("mem-fraction-static=0.9") == ("mem-fraction-static", 0.9)
     assert _flag("trust-remote-code") == ("trust-remote-code", True)
     assert _flag("served-model-name=glm-5") == ("served-model-name", "glm-5")
+
+
+# ---- nonsense is a clear error naming the fix (exit 2), before anything is evaluated --------------
+
+
+def run_err(capsys, *argv):
+    rc = cli.main(["check", *argv])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--sm", "999"], "--sm 999: sm999 is not the compute capability of any NVIDIA GPU"),
+        (["--sm", ""], "--sm is empty: give the host's compute capability, e.g. --sm 120"),
+        (["--sm", "   "], "--sm is empty"),
+        (["--sm", "12.7"], "sm127 is not the compute capability of any NVIDIA GPU"),
+        (["--sm", "120", "--gpus", "-3"], "--gpus -3: a GPU count is 1 or more"),
+        (["--sm", "120", "--gpus", "0"], "--gpus 0: a GPU count is 1 or more"),
+        (["--sm", "120", "--sglang-version", "9.9.9"], "--sglang-version '9.9.9': no flag schema for it"),
+        (["--sm", "120", "--flag", "tp-size=8"], "--flag needs --sglang-version"),
+        (["--sm", "120", "--sglang-version", "0.5.9", "--flag", "=8"], "--flag '=8': expected NAME or NAME=VALUE"),
+        (["--sm", "120", "--cuda-version", "twelve"], "--cuda-version 'twelve': expected a release like 12.8"),
+        (["--sm", "120", "--kb", "/nonexistent/compat.yml"], "--kb /nonexistent/compat.yml: cannot read it"),
+    ],
+)
+def test_bad_arguments_exit_2_naming_the_fix(capsys, argv, message):
+    rc, out, err = run_err(capsys, "--backend", "triton", *argv)
+    assert rc == 2 and out == ""
+    assert err.startswith("moesweep check: ") and message in err
+    assert "Traceback" not in err
+
+
+def test_sglang_version_message_lists_the_schemas_there_are(capsys):
+    _, _, err = run_err(capsys, "--backend", "triton", "--sm", "120", "--sglang-version", "9.9.9")
+    assert "(have: 0.5.9, 0.5.23)" in err and "scripts/extract_sglang_flags.py" in err
+
+
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        (b"\x7fELF\x02\x01\x01\x00\xff\xfe\xfd" * 50, "not a text file"),
+        (b"rules: [unclosed\n", "not valid YAML at line"),
+        (b"- just\n- a list\n", "not a moesweep knowledge base"),
+        (b"backends: {}\n", "not a moesweep knowledge base"),
+    ],
+)
+def test_bad_kb_exits_2(capsys, tmp_path, content, message):
+    kb = tmp_path / "kb.yml"
+    kb.write_bytes(content)
+    rc, _, err = run_err(capsys, "--backend", "triton", "--sm", "120", "--kb", str(kb))
+    assert rc == 2 and message in err and "Traceback" not in err
+
+
+def test_bad_facts_file_exits_2(capsys, tmp_path):
+    bad = tmp_path / "facts.json"
+    bad.write_text("{not json")
+    rc, _, err = run_err(capsys, "--backend", "triton", "--facts", str(bad))
+    assert rc == 2 and "not JSON" in err
+    bad.write_text("[1, 2]")
+    rc, _, err = run_err(capsys, "--backend", "triton", "--facts", str(bad))
+    assert rc == 2 and "not gpu_facts output" in err
+
+
+def test_choices_are_argparse_errors(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["check", "--backend", "triton", "--interconnect", "infiniband"])
+    assert exc.value.code == 2 and "invalid choice: 'infiniband'" in capsys.readouterr().err
+
+
+def test_a_good_kb_still_works_and_the_smallest_valid_sm(capsys, tmp_path):
+    rc, out = run(capsys, "--sm", "12.0", "--backend", "flashinfer_cutlass", "--kb", str(REPO / "data" / "compat.yml"))
+    assert rc == 0 and "on sm120" in out
+    assert "no --sglang-version" in out
+
+
+# ---- --nvidia-smi: the preflight on a pasted nvidia-smi ------------------------------------------
+
+
+def test_nvidia_smi_table_b200_r610(capsys):
+    rc, out = run(
+        capsys,
+        "--nvidia-smi",
+        str(PUB / "table-610-b200-sglang-27487.txt"),
+        "--backend",
+        "flashinfer_trtllm",
+        "--quantization",
+        "modelopt_fp4",
+        "--sglang-version",
+        "0.5.9",
+    )
+    lines = out.splitlines()
+    assert rc == 0
+    assert lines[0].endswith("2 x NVIDIA B200, sm100, interconnect not shown, driver 610.43.02")
+    assert lines[1].startswith("supported: --moe-runner-backend flashinfer_trtllm") and lines[1].endswith("on sm100")
+
+
+def test_nvidia_smi_truncated_rtx_pro_6000_refuses_trtllm(capsys):
+    rc, out = run(
+        capsys,
+        "--nvidia-smi",
+        str(SMI / "rtx-pro-6000" / "nvidia-smi-570.172.08.txt"),
+        "--backend",
+        "flashinfer_trtllm",
+        "--quantization",
+        "modelopt_fp4",
+        "--sglang-version",
+        "0.5.9",
+        "--json",
+    )
+    verdict = json.loads(out)
+    assert rc == 1 and verdict["status"] == "unsupported" and verdict["sm"] == "sm120"
+    assert verdict["facts"]["gpu_models"] == ["NVIDIA RTX PRO 6000 Blac..."]
+    assert "flashinfer_cutlass" in [alt["backend"] for alt in verdict["alternatives"]]
+
+
+def test_nvidia_smi_table_and_topo_give_pcie_advice_in_a_vm(capsys):
+    rc, out = run(
+        capsys,
+        "--nvidia-smi",
+        str(PUB / "table-550-h100-gpu-burn-114.txt"),
+        str(PUB / "topo-mp-pcie-only-prompt-deepep-60.txt"),
+        "--virt",
+        "vm",
+        "--backend",
+        "triton",
+        "--sglang-version",
+        "0.5.9",
+        "--json",
+    )
+    verdict = json.loads(out)
+    assert rc == 0 and verdict["facts"]["interconnect"] == "pcie-sys" and verdict["facts"]["gpu_count"] == 8
+    assert verdict["advice"]["env"].get("NCCL_P2P_LEVEL") == "PHB"
+    assert any(w.startswith("nvidia-smi output: compute capability known for 2 of 8") for w in verdict["warnings"])
+
+
+def test_nvidia_smi_passthrough_xml_is_a_vm(capsys):
+    rc, out = run(
+        capsys,
+        "--nvidia-smi",
+        str(SMI / "h200-x1-device" / "nvidia-smi-q-x.xml"),
+        "--backend",
+        "flashinfer_trtllm",
+        "--quantization",
+        "modelopt_fp4",
+        "--sglang-version",
+        "0.5.9",
+        "--json",
+    )
+    verdict = json.loads(out)
+    assert verdict["facts"]["virtualization"] == {"kind": "vm"} and verdict["sm"] == "sm90"
+    assert rc == 1 and verdict["status"] == "unsupported"
+
+
+def test_nvidia_smi_without_compute_capability_asks_for_sm(capsys):
+    path = str(PUB / "table-580-a800-hami-1903.txt")
+    rc, _, err = run_err(capsys, "--nvidia-smi", path, "--backend", "triton")
+    assert rc == 2 and "does not establish the compute capability (NVIDIA A800 80GB PCIe" in err
+    assert "add --sm" in err
+    rc, out = run(capsys, "--nvidia-smi", path, "--sm", "80", "--backend", "triton", "--sglang-version", "0.5.9")
+    assert rc == 0 and "on sm80" in out
+
+
+def test_nvidia_smi_driver_failure_exits_3(capsys):
+    path = str(SMI / "driver-failure" / "nvml-version-mismatch.txt")
+    rc, out, err = run_err(capsys, "--nvidia-smi", path, "--backend", "triton")
+    assert rc == 3 and out == ""
+    assert "driver is not usable: Failed to initialize NVML: Driver/library version mismatch" in err
+
+
+def test_nvidia_smi_unreadable_and_exclusive_with_facts(capsys, tmp_path):
+    rc, _, err = run_err(capsys, "--nvidia-smi", str(REPO / "README.md"), "--backend", "triton")
+    assert rc == 2 and "no nvidia-smi output found" in err
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["check", "--nvidia-smi", "a", "--facts", "b", "--backend", "triton"])
+    assert exc.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
