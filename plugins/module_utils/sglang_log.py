@@ -4,18 +4,26 @@
 """Pure, incremental classifier of SGLang server logs (journal lines or a saved log file).
 
 Feed lines, read the state. Nothing here does I/O or reads a clock: times come from the line's own
-``[YYYY-MM-DD HH:MM:SS(.mmm)]`` header or from the monotonic ``t`` the caller passes with the line.
+``[YYYY-MM-DD HH:MM:SS(.mmm)]`` (or, before sglang 0.3.6, ``[HH:MM:SS]``) header or from the monotonic
+``t`` the caller passes with the line.
 
 Written from SGLang's sources (0.5.9 / 0.5.23: scheduler.py ``Scheduler hit an exception``,
 engine.py ``Received sigquit from a child process``, http_server.py ``The server is fired up and ready
-to roll!`` / ``Initialization failed. warmup error``, model_runner.py / cuda_graph_setup.py phase lines)
-and from real logs quoted in public sglang issues (tests/fixtures/sglang-logs/SOURCES.md).
+to roll!`` / ``Initialization failed. warmup error``, model_runner.py / cuda_graph_setup.py phase lines;
+0.1.x-0.3.x: ``router init state:``, ``Exception in ModelTpServer`` / ``run_tp_server`` /
+``ControllerSingle``) and from real logs quoted in public issues, as SGLang prints them and as
+orchestrators re-emit them (tests/fixtures/sglang-logs/SOURCES.md).
 
 Verdicts:
   ready     ``The server is fired up and ready to roll!`` was seen (or, in an excerpt that starts late,
             serving traffic: ``ready_inferred``)
   crashed   a crash marker was seen; ``cause`` is one of CAUSES
   starting  no verdict yet (a hang, in a static file, ends here too)
+
+A crash marker is decisive as soon as it is read. A bare traceback, a lone exception line, ``Killed`` or
+a record naming a fatal error without any marker (forks and wrappers log them so) is only a candidate:
+it becomes the crash at ``finish()`` -- end of a static file, or the live waiter seeing the process gone
+-- so both paths reach the same verdict.
 
 Stdlib only; runs on the target (Python 3.9+) as well as on the controller.
 """
@@ -47,29 +55,65 @@ _PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
 
 # The record header SGLang's logger writes: ``[%(asctime)s<prefix>] message``; prefix is any of
 # `` DPn PPn ATTN_CPn MOE_DPn TPn EPn`` (scheduler.py configure_scheduler_process). Milliseconds with
-# SGLANG_LOG_MS=1. Searched, not matched, so that container / CI / Ray prefixes and glued output
-# (``...numpy.random._bounded_integers[2025-04-17 11:44:15 TP3] Scheduler hit ...``) still parse.
-_HEADER_RE = re.compile(
-    r"\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?P<frac>[.,]\d+)?"
-    r"(?P<ranks>(?:\s+(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\]\s?"
-)
+# SGLANG_LOG_MS=1 (0.5.9 utils/common.py:1228-1232). Searched, not matched, so that container / CI / Ray
+# prefixes and glued output (``...numpy.random._bounded_integers[2025-04-17 11:44:15 TP3] Scheduler hit
+# ...``) still parse.
+_RANKS = r"(?P<ranks>(?:\s+(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)"
+_HEADER_RE = re.compile(r"\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?P<frac>[.,]\d+)?" + _RANKS + r"\]\s?")
+# sglang 0.3.0-0.3.5 logged the time only: configure_logger(..., datefmt="%H:%M:%S") with the prefix
+# f" TP{tp_rank}" (0.3.0 srt/utils.py:709-716, managers/tp_worker.py:882): ``[17:25:03 TP0] ...``.
+# Matched at the start of a record only (a time inside a line is no header).
+_HMS_HEADER_RE = re.compile(r"\[(?P<hms>\d{2}:\d{2}:\d{2})" + _RANKS + r"\]\s?")
 # A rank-only header, as some excerpts show it (``[TP0] Scheduler hit an exception``).
 _RANK_ONLY_RE = re.compile(r"^\[(?:(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+\s*)+\]\s?")
-# Prefixes added by whatever collected the output, stripped before anything else.
+# Terminal colours (Ray colours its worker prefixes with colorama: python/ray/_private/worker.py
+# print_worker_logs).
+_ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+# Prefixes added by whatever collected or re-emitted the output, stripped before anything else. "line"
+# prefixes are put on every physical line (a traceback's frames too): after stripping one the line is
+# what SGLang printed. "record" prefixes are another logger's record header around one message: the
+# message is then a record of its own (headed), like one behind SGLang's own header.
+_LEVEL = r"(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL)"
 _OUTER_PREFIXES = (
-    # journalctl -o short: "Nov 29 21:15:00 host sglang[123]: "
-    re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s:]+(?:\[\d+\])?: "),
-    # docker / CI ISO timestamps: "[2025-11-06T02:08:27.278Z] ", "2025-07-25T07:53:08.2+08:00 stdout F "
-    re.compile(
-        r"^\[?\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?\s"
-        r"(?:std(?:out|err) [FP] )?"
+    # NVIDIA Dynamo re-logs SGLang's Python records through its tracing formatter, and `dynamo run`
+    # re-emits a subprocess's lines under the target ``dynamo_run::subprocess``:
+    # "2025-11-05T01:56:54.290150Z  INFO kv_events.__init__: ..." (https://github.com/ai-dynamo/dynamo/
+    # issues/4121, https://github.com/ai-dynamo/dynamo/issues/1422).
+    (
+        "dynamo",
+        re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z\s+" + _LEVEL + r"\s+(?P<target>\S+?):(?: |$)"),
     ),
+    # journalctl -o short: "Nov 29 21:15:00 host sglang[123]: "
+    ("line", re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s:]+(?:\[\d+\])?: ")),
+    # docker / CI / Kubernetes CRI (RFC3339 + stream + partial flag): "[2025-11-06T02:08:27.278Z] ",
+    # "2025-07-25T07:53:08.21748708+08:00 stdout F "
+    (
+        "line",
+        re.compile(
+            r"^\[?\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?\s"
+            r"(?:std(?:out|err) [FP] )?"
+        ),
+    ),
+    # FastChat's build_logger redirects stdout/stderr line by line into loggers named "stdout" / "stderr"
+    # with fmt "%(asctime)s | %(levelname)s | %(name)s | %(message)s" (lm-sys/FastChat fastchat/utils.py
+    # build_logger, StreamToLogger); other logger names are records of their own.
+    ("fastchat", re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} \| " + _LEVEL + r" \| (?P<target>[\w.\-]+) \| ?")),
+    # A launcher re-logging each server line through Python logging ("%(asctime)s - %(name)s -
+    # %(levelname)s - %(message)s"): "2025-03-07 23:50:27,531 - __main__ - INFO - "
+    # (https://github.com/allenai/olmocr/issues/105).
+    ("line", re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d{3} - [\w.\-]+ - " + _LEVEL + r" - ")),
+    # pm2: "3|qwen  | "
+    ("line", re.compile(r"^\d+\|[\w.\-]+\s*\| ?")),
     # docker compose: "sglang-1  | "
-    re.compile(r"^[\w.-]+\s+\| ?"),
-    # Ray: "(SGLangEngine pid=23902) "
-    re.compile(r"^\(\w+ pid=\d+\) ?"),
+    ("line", re.compile(r"^[\w.-]+\s+\| ?")),
+    # Ray worker output on the driver: "(pid=45601) ", "(SGLangEngine pid=23902) ", "(WorkerDict pid=616,
+    # ip=192.168.149.159) ", "(raylet) " (ray python/ray/_private/worker.py print_worker_logs; ray docs
+    # doc/source/ray-observability/ray-logging.rst).
+    ("line", re.compile(r"^\((?:[\w:.\-/]+ )?pid=\d+(?:, ip=[\d.:a-fA-F]+)?\) ?")),
+    ("line", re.compile(r"^\(raylet(?:, ip=[\d.:a-fA-F]+)?\) ?")),
     # torchrun: "[rank0]: "
-    re.compile(r"^\[rank\d+\]: ?"),
+    ("line", re.compile(r"^\[rank\d+\]: ?")),
 )
 _RAY_REPEAT_RE = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 
@@ -99,7 +143,11 @@ _SUMMARY_RE = re.compile(r"max_total_num_tokens=")
 
 # Serving traffic: a batch with other requests running / queued, a decode batch, or an OpenAI-API access
 # line. Warmup is one request with nothing else running, so these only appear once the server serves.
-_BATCH_RE = re.compile(r"(?P<kind>Prefill|Decode) batch[.,].*?#running-req: (?P<run>\d+)(?:.*?#queue-req: (?P<q>\d+))?")
+# "#running-req" (0.2+: "Prefill batch. ... #running-req: N"); 0.1.x printed "new fill batch. ...
+# #running_req: N" (0.1.12 managers/router/model_rpc.py).
+_BATCH_RE = re.compile(
+    r"(?P<kind>Prefill|Decode|new fill) batch[.,].*?#running[-_]req: (?P<run>\d+)(?:.*?#queue-req: (?P<q>\d+))?"
+)
 _API_ACCESS_RE = re.compile(r"\"(?:POST|GET) /v1/(?:chat/completions|completions|embeddings|messages|responses)")
 _ACCESS_RE = re.compile(r"INFO:\s+[\d.:a-fA-F\[\]]+ - \"(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+\" (?P<code>\d{3})")
 _GENERATE_200_RE = re.compile(r"\"POST /generate HTTP/[\d.]+\" 200")
@@ -114,6 +162,25 @@ _PROGRESS_RE = re.compile(
 # --------------------------------------------------------------------------------------------------
 # Crash markers (decisive as soon as seen) and candidates (decisive at end of input / process exit).
 
+# An impossible KV budget: the profiled token count is negative, so the pool cannot be built. 0.5.9
+# model_runner_kv_cache_mixin.py:379-384 logs "max_total_tokens={N} is larger than the profiled value
+# {M}." and :415-419 then raises "Not enough memory. Please try to increase --mem-fraction-static."
+# for any M <= 0; forks that drop that check go on to print the negative size in the pool lines
+# ("KV Cache is allocated. #tokens: {N}" mem_cache/memory_pool.py:652/658, "max_total_num_tokens={N}"
+# managers/scheduler.py:623).
+_NEGATIVE_BUDGET_RE = re.compile(
+    r"is larger than the profiled value -\d|max_total_num_tokens=-\d|#tokens: -\d"
+)
+# Fatal out-of-memory records SGLang logs *before* raising or exiting, often without a traceback:
+# 0.1.12 infer_batch.py:233/390 "Prefill/Decode out of memory. This should nerver happen." (sic);
+# 0.2.7 schedule_batch.py:386/620 "... This should never happen." then exit(); 0.3.0 schedule_batch.py:391
+# and 0.3.6 :535 "... out of memory. Try to lower your batch size." then exit(1); 0.5.9
+# mem_cache/common.py:285/411 (0.5.23 mem_cache/allocation.py:239/613) log it, then raise RuntimeError.
+# ("Decode out of memory happened." is 0.3.x's harmless retraction notice, not this.)
+_KV_EXHAUSTED_RE = re.compile(
+    r"(?:Prefill|Decode) out of memory\. (?:Try to lower your batch size|This should ne(?:ve|rve)r happen)"
+    r"|alloc_req_slots runs out of memory"  # 0.5.9 mem_cache/common.py:319-324 raise RuntimeError
+)
 _CRASH_MARKERS = (
     re.compile(r"(?:Scheduler|DataParallelController|DetokenizerManager|TokenizerManager|\w+) hit an exception"),
     re.compile(r"Received sigquit from a child proces"),  # sic: older releases print "proces"
@@ -127,6 +194,24 @@ _CRASH_MARKERS = (
     re.compile(r"error while attempting to bind on address|[Aa]ddress already in use"),
     re.compile(r"Fatal Python error: "),
     re.compile(r"Main process exited, code=(?:killed|dumped|exited), status=(?!0/)"),
+    # sglang 0.2.x-0.3.x: the TP worker logs "Exception in ModelTpServer:" and re-raises, run_tp_server
+    # logs "Exception in run_tp_server:" and re-raises, and the controller logs "Exception in
+    # ControllerSingle:" / "ControllerMulti:" and kills its parent (0.3.0 managers/tp_worker.py:246,898,
+    # controller_single.py:167, controller_multi.py:209; 0.2.7 tp_worker.py:211,848). 0.1.x's "Exception
+    # in ModelRpcClient:" is logged and swallowed (0.1.12 router/model_rpc.py:178), so it is no marker.
+    re.compile(r"Exception in (?:ModelTpServer|run_tp_server|ControllerSingle|ControllerMulti):"),
+    # sglang 0.1.x: the launcher prints the failed child's traceback as its init state and exits 1
+    # (0.1.12 srt/server.py:457-462).
+    re.compile(r"(?:router|detoken) init state: (?!init ok)"),
+    _KV_EXHAUSTED_RE,
+    _NEGATIVE_BUDGET_RE,
+    # Raised by the KV-pool sizing, never survivable: 0.5.9 model_runner_kv_cache_mixin.py:415-419,
+    # 0.5.23 model_executor/pool_configurator.py:95-99 and mem_cache/kv_cache_configurator.py:3050-3052.
+    re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static"),
+    re.compile(r"Loaded weights leave no GPU memory for the KV cache"),
+    # `sglang serve` for diffusion models exits with SystemExit(f"error: unrecognized arguments: ..."), no
+    # program name (0.5.23 multimodal_gen/runtime/server_args/server_args.py:3709).
+    re.compile(r"^error: unrecognized arguments: "),
 )
 # argparse: "usage: ..." then "<prog>: error: <message>" and exit 2 (launch_server.py, sglang serve, ...)
 _ARGPARSE_RE = re.compile(
@@ -142,37 +227,51 @@ _KILLED_RE = re.compile(r"^(?:Killed|已杀死|Aborted(?: \(core dumped\))?|Segm
 # --------------------------------------------------------------------------------------------------
 # Causes: first match in this order wins across the crash evidence.
 
+_ARCH_RE = re.compile(
+    r"No supported CUDA architectures found|no kernel image is available|Unsupported CUDA architecture|"
+    r"not supported on (?:this|the current) (?:GPU|device|platform)|Current platform does not support|"
+    r"[Pp]lease use Blackwell|supported only on NVIDIA|only supports sm|SM1\d\d[- ]only|"
+    r"requires (?:SM|sm_?)\s?\d+|is not supported on SM|"
+    r"CUDA error: (?:no kernel image|invalid device function)|cudaErrorNoKernelImageForDevice|"
+    # sglang 0.5.9 multiplex/pdmux_context.py:67, jit_kernel/flash_attention/cute/interface.py:480;
+    # 0.5.23 kernels/ops/attention/flash_attn/cute/interface.py:622; flashinfer 0.6.3 bundled CUTLASS
+    # CuTeDSL/cutlass/utils/smem_capacity.py:25
+    r"[Uu]nsupported compute capability|"
+    # flashinfer trtllm-gen FMHA off SM100/103: FLASHINFER_CHECK(..., "Unsupported architecture")
+    # (flashinfer 0.6.3 data/include/flashinfer/trtllm/fmha/fmhaRunner.cuh:30)
+    r"[Uu]nsupported (?:GPU |gpu )?arch(?:itecture)?\b|"
+    # The toolchain does not know the GPU: nvcc "Unsupported gpu architecture 'compute_120a'", Triton's
+    # bundled ptxas "Value 'sm_120' is not defined for option 'gpu-name'", "Feature ... not supported on
+    # .target 'sm_120a'", or ptxas failing on a Blackwell target (https://github.com/RLinf/RLinf/issues/92,
+    # https://github.com/sgl-project/sglang/issues/8879).
+    r"Value 'sm_\d+[af]?' is not defined for option 'gpu-name'|not supported on \.target '?sm_\d+|"
+    r"ptxas\b.*(?:--gpu-name[= ]|\.target '?)sm_1[0-2]\d[af]?\b"
+)
+_OOM_RE = re.compile(
+    r"CUDA out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|"
+    r"Not enough memory\. Please try to increase --mem-fraction-static|"
+    r"leave no GPU memory for the KV cache|out of memory|Failed to allocate memory|"
+    r"max_total_num_tokens.*(?:<= 0|too small)|"
+    # 0.5.9 managers/tp_worker.py:292-294 / 0.5.23 :425 assert on a pool that cannot hold one request
+    r"Memory pool size is too small|" + _NEGATIVE_BUDGET_RE.pattern
+)
 _CAUSE_PATTERNS = (
     (
         "flag_error",
-        re.compile(r": error: (?:unrecognized arguments|ambiguous option|argument |the following arg|invalid choice)"),
+        re.compile(
+            r"(?:^|: )error: (?:unrecognized arguments|ambiguous option|argument |the following arg|invalid choice)"
+        ),
     ),
     ("port_in_use", re.compile(r"[Aa]ddress already in use|EADDRINUSE|error while attempting to bind|[Ee]rrno 98")),
-    (
-        "unsupported_arch",
-        re.compile(
-            r"No supported CUDA architectures found|no kernel image is available|Unsupported CUDA architecture|"
-            r"not supported on (?:this|the current) (?:GPU|device|platform)|Current platform does not support|"
-            r"[Pp]lease use Blackwell|supported only on NVIDIA|only supports sm|SM1\d\d[- ]only|"
-            r"requires (?:SM|sm_?)\s?\d+|unsupported (?:GPU )?arch|is not supported on SM|"
-            r"CUDA error: (?:no kernel image|invalid device function)|cudaErrorNoKernelImageForDevice"
-        ),
-    ),
-    (
-        "oom",
-        re.compile(
-            r"CUDA out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|"
-            r"Not enough memory\. Please try to increase --mem-fraction-static|"
-            r"leave no GPU memory for the KV cache|out of memory|Failed to allocate memory|"
-            r"max_total_num_tokens.*(?:<= 0|too small)"
-        ),
-    ),
+    ("unsupported_arch", _ARCH_RE),
+    ("oom", _OOM_RE),
     (
         "jit_compile",
         re.compile(
             r"Ninja build failed|\['ninja', '-v'|run_ninja|nvcc fatal|nvcc error|error: identifier \"|"
             r"fatal error: \S+\.(?:h|hpp|cuh): No such file|CUDA_HOME environment variable is not set|"
-            r"CompilationError|triton\.compiler|build_and_load|JIT compil\w* fail|Failed to compile"
+            r"CompilationError|triton\.compiler|build_and_load|JIT compil\w* fail|Failed to compile|"
+            r"PTXASError|Internal Triton PTX codegen error"
         ),
     ),
     (
@@ -188,6 +287,9 @@ _WARMUP_CAUSE_RE = re.compile(r"Initialization failed\. warmup error")
 _KILLED_CAUSE_RE = re.compile(
     r"^(?:Killed|已杀死)\s*$|code=killed|exit code: -9|exit code -9|status=9/KILL|SIGKILL|OOM killer"
 )
+# A record with no marker that still names a fatal error (a fork or wrapper logging the exception text
+# as an ordinary record, without the traceback): a candidate, like a lone exception line.
+_FATAL_RECORD_RE = re.compile(_ARCH_RE.pattern + "|" + _OOM_RE.pattern)
 
 # Traceback frames that tell the phase when the log has no phase lines (an excerpt).
 _FRAME_PHASES = (
@@ -196,7 +298,13 @@ _FRAME_PHASES = (
         "serving",
         re.compile(
             r"event_loop_(?:normal|overlap|pp)|run_event_loop|dispatch_event_loop|process_batch_result|"
-            r"get_next_batch_to_run"
+            r"get_next_batch_to_run|"
+            # the overlap scheduler's forward thread (0.4.6 / 0.4.10 managers/tp_worker_overlap_thread.py)
+            r"forward_thread_func|"
+            # 0.1.x-0.3.x: the TP server's step loop (0.3.0 managers/tp_worker.py:225 exposed_step, :255
+            # forward_step, :493 forward_prefill_batch, :653 forward_decode_batch, :922 broadcast_recv_input
+            # waiting for the next batch; 0.1.12 router/model_rpc.py:161 exposed_step, :391 forward_fill_batch)
+            r"exposed_step|forward_step|forward_(?:prefill|decode|fill)_batch|broadcast_recv_input"
         ),
     ),
     (
@@ -207,16 +315,24 @@ _FRAME_PHASES = (
     ("load_weights", re.compile(r"load_model|model_loader|load_weights|weight_utils")),
     ("init", re.compile(r"initialize_model_parallel|init_torch_distributed|init_distributed_environment|pynccl")),
 )
+# Markers that fix the phase outright.
 _PHASE_FROM_MARKER = (
     ("cuda_graph", re.compile(r"Capture (?:cuda|CUDA) graph failed")),
     ("warmup", re.compile(r"Initialization failed\. warmup error")),
     ("kv_cache", re.compile(r"leave no GPU memory for the KV cache|Not enough memory\. Please try to increase")),
+    ("kv_cache", _NEGATIVE_BUDGET_RE),
 )
+# Markers that only happen once batches run, so in an excerpt with no phase lines they mean "serving"
+# (like the frames above): the KV pool running out under load, and the forward watchdog, which only
+# arms while a batch is in flight (0.3.6 managers/scheduler.py:345-356, 0.5.9 utils/watchdog.py).
+_PHASE_HINT_FROM_MARKER = (("serving", re.compile(_KV_EXHAUSTED_RE.pattern + r"|[Ww]atchdog timeout")),)
 
 # Lines that look alarming and are not (printed by healthy launches). Never evidence of a cause.
 _HARMLESS_RE = re.compile(
     r"Ignore import error when loading|is deprecated|DeprecationWarning|FutureWarning|UserWarning|"
-    r"\"GET /health(?:_generate)? HTTP/[\d.]+\" 503|warnings\.warn|torch\._dynamo|NCCL INFO"
+    r"\"GET /health(?:_generate)? HTTP/[\d.]+\" 503|warnings\.warn|torch\._dynamo|NCCL INFO|"
+    # 0.3.x's retraction notice (0.3.0 managers/tp_worker.py:662, 0.3.6 managers/scheduler.py:889)
+    r"[Dd]ecode out of memory happened"
 )
 # Health-check access lines are produced by our own poller: they are not progress of the server.
 _HEALTH_ACCESS_RE = re.compile(r"\"GET /(?:health|health_generate|ready) HTTP/")
@@ -226,16 +342,24 @@ _TB_KEEP_TAIL = 14
 
 
 def _strip_outer(line):
-    for _ in range(3):
-        changed = False
-        for rx in _OUTER_PREFIXES:
+    """Strip collector / orchestrator prefixes. Returns (line, headed): ``headed`` when one of them was
+    another logger's record header around the message (not a per-line transport prefix)."""
+    headed = False
+    for _ in range(6):
+        # Outermost first, and start over after each: a prefix can wrap another one.
+        for kind, rx in _OUTER_PREFIXES:
             m = rx.match(line)
             if m and m.end() > 0:
                 line = line[m.end():]
-                changed = True
-        if not changed:
+                if kind == "dynamo":
+                    # `dynamo run` relays a subprocess's raw lines under "dynamo_run::subprocess"
+                    headed = "::" not in m.group("target")
+                elif kind == "fastchat":
+                    headed = m.group("target") not in ("stdout", "stderr")
+                break
+        else:
             break
-    return _RAY_REPEAT_RE.sub("", line)
+    return _RAY_REPEAT_RE.sub("", line), headed
 
 
 def _parse_ts(ts, frac):
@@ -251,50 +375,71 @@ def _parse_ts(ts, frac):
     return value
 
 
-def split_records(line):
-    """Split one chunk of output into records: newlines, tqdm carriage returns, and records glued after
-    other output (``...[2025-04-17 11:44:15 TP3] Scheduler hit ...``). Returns a list of strings."""
+def _parse_hms(hms):
+    """Seconds since midnight of a time-only header (the caller unwraps day rollovers)."""
+    h, m, s = (int(x) for x in hms.split(":"))
+    if h > 23 or m > 59 or s > 60:
+        return None
+    return float(h * 3600 + m * 60 + s)
+
+
+def _split_physical(text):
     out = []
-    for physical in line.replace("\r\n", "\n").split("\n"):
+    for physical in _ANSI_RE.sub("", text).replace("\r\n", "\n").split("\n"):
         for seg in physical.split("\r"):
-            seg = _strip_outer(seg.rstrip())
+            seg, headed = _strip_outer(seg.rstrip())
             # A header that does not start the segment: split there, keeping both parts.
             m = _HEADER_RE.search(seg)
             if m and m.start() > 0:
                 head = seg[: m.start()].rstrip()
                 if head:
-                    out.append(head)
+                    out.append((head, headed))
                 seg = seg[m.start():]
-            out.append(seg)
+                headed = False
+            out.append((seg, headed))
     return out
+
+
+def split_records(line):
+    """Split one chunk of output into records: newlines, tqdm carriage returns, and records glued after
+    other output (``...[2025-04-17 11:44:15 TP3] Scheduler hit ...``). Returns a list of strings."""
+    return [seg for seg, _ in _split_physical(line)]
 
 
 class Record:
     """One parsed record: message text, wall time (or None), rank prefix, whether it had a header."""
 
-    __slots__ = ("raw", "msg", "wall", "ranks", "headed", "indented")
+    __slots__ = ("raw", "msg", "wall", "ranks", "headed", "indented", "time_only")
 
-    def __init__(self, raw):
+    def __init__(self, raw, outer_headed=False):
         self.raw = raw
+        self.time_only = False
         m = _HEADER_RE.match(raw)
+        h = None if m else _HMS_HEADER_RE.match(raw)
         if m:
             self.msg = raw[m.end():]
             self.wall = _parse_ts(m.group("ts"), m.group("frac"))
             self.ranks = m.group("ranks").strip()
+            self.headed = True
+        elif h:
+            self.msg = raw[h.end():]
+            self.wall = _parse_hms(h.group("hms"))
+            self.time_only = self.wall is not None
+            self.ranks = h.group("ranks").strip()
             self.headed = True
         else:
             r = _RANK_ONLY_RE.match(raw)
             self.msg = raw[r.end():] if r else raw
             self.wall = None
             self.ranks = raw[1: r.end() - 1].strip() if r else ""
-            self.headed = bool(r)
+            self.headed = bool(r) or outer_headed
         self.indented = (not self.headed) and raw[:1] in (" ", "\t")
 
 
 class SglangLogClassifier:
     """Incremental classifier. ``feed(text, t=None)`` any number of times, then read ``state`` /
     ``result()``. ``finish()`` marks end of input (a static file, or the process has exited): a bare
-    traceback or a lone exception line at the end then counts as the crash."""
+    traceback, a lone exception line or a fatal-looking record at the end then counts as the crash."""
 
     def __init__(self):
         self.phase = "init"
@@ -320,13 +465,16 @@ class SglangLogClassifier:
         self.lines_seen = 0
         self._block_closed = False
         self._markers = []
+        self._frame_phase = None
+        self._day_offset = 0.0  # time-only headers: days added after midnight rollovers
+        self._last_hms = None
 
     # ------------------------------------------------------------------ feeding
     def feed(self, text, t=None):
         """Feed a chunk (one line or many). ``t``: monotonic time the chunk was read; when omitted the
-        records' own header timestamps are used for the timeline and stall checks."""
-        for raw in split_records(text):
-            self._feed_record(Record(raw), t)
+        record's own header time is used (static files). Returns self for chaining in checks."""
+        for raw, outer_headed in _split_physical(text):
+            self._feed_record(Record(raw, outer_headed), t)
         return self
 
     def feed_lines(self, lines, t=None):
@@ -338,8 +486,17 @@ class SglangLogClassifier:
         if t is not None:
             return float(t)
         if rec.wall is not None:
-            return rec.wall
+            if not rec.time_only:
+                return rec.wall
+            if self._last_hms is not None and rec.wall < self._last_hms - 43200:
+                self._day_offset += 86400.0
+            self._last_hms = rec.wall
+            return rec.wall + self._day_offset
         return self.last_time
+
+    def _candidate(self, line, phase=None):
+        self._pending = line
+        self._pending_phase = phase if phase is not None else self.phase
 
     def _feed_record(self, rec, t):
         msg = rec.msg
@@ -365,11 +522,18 @@ class SglangLogClassifier:
                 self._blocks[-1].append(msg)
                 if any(rx.search(msg) for rx in _CRASH_MARKERS):
                     self._crash(msg.strip(), now)
-                if not rec.indented and _EXC_LINE_RE.match(msg.strip()):
-                    self._note_cause(msg.strip())
+                stripped = msg.strip()
+                if not rec.indented and _EXC_LINE_RE.match(stripped):
+                    self._note_cause(stripped)
+                    if not self.crashed:
+                        self._candidate(stripped, self._marker_phase(stripped))
                 elif rec.indented:
                     self._note_frame(msg)
-                    self._note_cause(msg.strip(), frame=True)
+                    self._note_cause(stripped, frame=True)
+                else:
+                    # The exception message's own continuation lines ("`ptxas` stderr:" / "ptxas fatal :
+                    # Value 'sm_120' ...", "Try to allocate 8192 tokens.") speak for the cause too.
+                    self._note_cause(stripped)
                 return
 
         harmless = bool(_HARMLESS_RE.search(msg))
@@ -378,18 +542,18 @@ class SglangLogClassifier:
         if harmless:
             return
 
-        marker = _ARGPARSE_RE.match(msg.strip()) or any(rx.search(msg) for rx in _CRASH_MARKERS)
+        stripped = msg.strip()
+        marker = _ARGPARSE_RE.match(stripped) or any(rx.search(msg) for rx in _CRASH_MARKERS)
         if not marker and rec.headed and _HEADER_TRACEBACK_RE.match(msg):
             marker = True
         if marker:
-            self._crash(msg.strip(), now)
+            self._crash(stripped, now)
             if "Traceback (most recent call last)" in msg:
-                self._blocks.append([msg.strip()])
+                self._blocks.append([stripped])
                 self._in_block = True
             return
 
         if not rec.headed:
-            stripped = msg.strip()
             if stripped.startswith("Traceback (most recent call last)") or stripped.startswith(
                 "During handling of the above exception"
             ):
@@ -397,8 +561,7 @@ class SglangLogClassifier:
                     self._blocks.append([stripped])
                     self._in_block = True
                 if self._pending is None:
-                    self._pending = stripped
-                    self._pending_phase = self.phase
+                    self._candidate(stripped)
                 return
             if rec.indented and stripped.startswith("File \""):
                 # A traceback whose head was cut off (an excerpt) or scrolled out.
@@ -407,22 +570,22 @@ class SglangLogClassifier:
                 self._note_frame(stripped)
                 self._note_cause(stripped, frame=True)
                 if self._pending is None:
-                    self._pending = stripped
-                    self._pending_phase = self.phase
-                return
-            if _EXC_LINE_RE.match(stripped):
-                self._note_cause(stripped)
-                self._pending = stripped
-                self._pending_phase = self._marker_phase(stripped) or self.phase
+                    self._candidate(stripped)
                 return
             if _KILLED_RE.match(stripped):
                 self._note_cause(stripped)
                 if self._pending is None:
-                    self._pending = stripped
-                    self._pending_phase = self.phase
+                    self._candidate(stripped)
                 return
+        # A lone exception line, headed or not ("RuntimeError: ...", "[... TP0] ValueError: ..."), or a
+        # record that names a fatal error without any marker or traceback (forks, wrappers, orchestrators
+        # re-logging the message): a candidate, decisive at end of input / process exit.
+        if _EXC_LINE_RE.match(stripped) or _FATAL_RECORD_RE.search(stripped):
+            self._note_cause(stripped)
+            self._candidate(stripped, self._marker_phase(stripped))
+            return
         if re.search(r"NCCL WARN|ERROR|[Ee]rror:|CUDA error", msg):
-            self._recent.append(msg.strip())
+            self._recent.append(stripped)
             del self._recent[:-20]
 
     # ------------------------------------------------------------------ phases
@@ -453,6 +616,8 @@ class SglangLogClassifier:
         if m:
             if m.group("kind") == "Decode" or int(m.group("run")) > 0 or int(m.group("q") or 0) > 0:
                 serving = True
+            # The scheduler ran a batch after the candidate: that traceback / exception was survived.
+            self._pending = None
         if _API_ACCESS_RE.search(msg):
             serving = True
         if _GENERATE_200_RE.search(msg):
@@ -475,14 +640,15 @@ class SglangLogClassifier:
                 return phase
         return None
 
+    def _hint_phase(self, phase):
+        if self._frame_phase is None or _PHASE_INDEX[phase] > _PHASE_INDEX[self._frame_phase]:
+            self._frame_phase = phase
+
     def _note_frame(self, text):
         for phase, rx in _FRAME_PHASES:
             if rx.search(text):
-                if self._frame_phase is None or _PHASE_INDEX[phase] > _PHASE_INDEX[self._frame_phase]:
-                    self._frame_phase = phase
+                self._hint_phase(phase)
                 return
-
-    _frame_phase = None
 
     # ------------------------------------------------------------------ crash evidence
     def _crash(self, line, now):
@@ -493,6 +659,9 @@ class SglangLogClassifier:
             self.crash_time = now
             self.after_ready = self.ready_seen or self.phase == "serving"
             self.crash_phase = self._marker_phase(line)
+        for phase, rx in _PHASE_HINT_FROM_MARKER:
+            if rx.search(line):
+                self._hint_phase(phase)
         self._note_cause(line)
 
     def _note_cause(self, line, frame=False):
@@ -522,24 +691,28 @@ class SglangLogClassifier:
             self._cause_hits.append((len(_CAUSE_PATTERNS) + 0.5, "other", line))
 
     def finish(self):
-        """End of input: promote a trailing bare traceback / exception line / ``Killed`` to a crash."""
+        """End of input -- a static file's end, or the live waiter seeing the process gone: promote a
+        trailing candidate (bare traceback / exception line / fatal record / ``Killed``) to the crash.
+        Idempotent."""
+        if self._finished:
+            return self
         self._finished = True
-        if not self.crashed and self._pending is not None and not self.ready_seen:
+        if not self.crashed and self._pending is not None:
             self.crashed = True
             self.first_marker = self._pending
-            self.after_ready = self.phase == "serving"
-            self.crash_phase = self._marker_phase(self._pending)
-            if self.crash_phase is None and self._pending_phase != "init":
-                self.crash_phase = self._pending_phase
             self._markers.append(self._pending)
-            self._note_cause(self._pending)
-        elif not self.crashed and self._pending is not None and self.ready_seen:
-            # A traceback after the ready line with the process gone is a crash after ready.
-            self.crashed = True
-            self.first_marker = self._pending
-            self.after_ready = True
-            self.crash_phase = self.phase
-            self._markers.append(self._pending)
+            if self.ready_seen:
+                # A traceback after the ready line with the process gone is a crash after ready.
+                self.after_ready = True
+                self.crash_phase = self.phase
+            else:
+                self.after_ready = self.phase == "serving"
+                self.crash_phase = self._marker_phase(self._pending)
+                if self.crash_phase is None and self._pending_phase != "init":
+                    self.crash_phase = self._pending_phase
+            for phase, rx in _PHASE_HINT_FROM_MARKER:
+                if rx.search(self._pending):
+                    self._hint_phase(phase)
             self._note_cause(self._pending)
         return self
 
@@ -572,7 +745,7 @@ class SglangLogClassifier:
     def _died_phase(self):
         """The phase the server died in: the marker's own phase (``Capture cuda graph failed`` ->
         cuda_graph, ``warmup error`` -> warmup), else the phase reached, else -- for an excerpt with no
-        phase lines at all -- what the traceback's frames say."""
+        phase lines at all -- what the traceback's frames (or a serving-only marker) say."""
         if self.crash_phase is not None:
             return self.crash_phase
         phase = self.phase

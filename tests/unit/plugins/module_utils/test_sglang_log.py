@@ -44,11 +44,39 @@ def test_corpus_is_complete_and_cited():
     listed = {p.values[0] for p in SOURCES}
     on_disk = {p.name for p in FIXTURES.glob("*.log")}
     assert listed == on_disk
-    assert len(listed) >= 15
+    assert len(listed) >= 60
     for p in SOURCES:
         assert re.match(r"https://github\.com/[\w.-]+/[\w.-]+/(issues|pull)/\d+$", p.values[1])
     causes = {p.values[3] for p in SOURCES if p.values[3]}
     assert {"oom", "unsupported_arch", "nccl", "jit_compile", "flag_error", "port_in_use", "warmup_failed"} <= causes
+
+
+# The file name's first word is the kind of log; the expected verdict in SOURCES.md must agree with it.
+_KIND_STATE = {"ready": "ready", "starting": "starting", "hang": "starting"}
+_KIND_CAUSE = {
+    "oom": "oom",
+    "arch": "unsupported_arch",
+    "nccl": "nccl",
+    "jit": "jit_compile",
+    "flag": "flag_error",
+    "port": "port_in_use",
+}
+
+
+def test_corpus_kinds_agree_with_expected_verdicts():
+    kinds = {}
+    for p in SOURCES:
+        name, _url, state, cause = p.values[:4]
+        kind = name.split("_", 1)[0]
+        kinds[kind] = kinds.get(kind, 0) + 1
+        assert kind in set(_KIND_STATE) | set(_KIND_CAUSE) | {"crash"}, name
+        assert state == _KIND_STATE.get(kind, "crashed"), name
+        if kind in _KIND_CAUSE:
+            assert cause == _KIND_CAUSE[kind], name
+    # every kind is represented by more than a token example
+    assert kinds["crash"] >= 20 and kinds["oom"] >= 8 and kinds["arch"] >= 6
+    assert kinds["ready"] >= 3 and kinds["starting"] + kinds["hang"] >= 12
+    assert min(kinds[k] for k in ("nccl", "jit", "flag")) >= 2
 
 
 @pytest.mark.parametrize("name,url,state,cause,phase,after_ready", SOURCES)
@@ -71,6 +99,44 @@ def test_corpus_line_by_line_equals_whole_file(name, url, state, cause, phase, a
     assert c.finish().result() == classify_text(text)
 
 
+@pytest.mark.parametrize("name,url,state,cause,phase,after_ready", SOURCES)
+def test_corpus_live_waiter_path_decides_like_the_static_file(name, url, state, cause, phase, after_ready):
+    """The readiness waiter feeds each journal line with its monotonic read time and, when systemd reports
+    the unit gone, calls ``finish()``: a crash that a static file decides only at its end (a bare
+    traceback, a lone exception line, a fatal record without a marker) must be decided the same way."""
+    text = (FIXTURES / name).read_text(encoding="utf-8")
+    c = SglangLogClassifier()
+    for i, line in enumerate(text.splitlines()):
+        c.feed(line, t=1000.0 + 0.05 * i)
+    streaming_state = c.state
+    r = c.finish().result()
+    static = classify_text(text)
+    for key in ("state", "cause", "phase", "after_ready", "decisive_line", "traceback"):
+        assert r[key] == static[key], (key, r[key], static[key])
+    assert r["state"] == state
+    # finish() only ever turns a candidate into a crash; it never undoes a verdict already reached
+    if streaming_state != "starting":
+        assert r["state"] == streaming_state
+    assert c.finish().result() == r  # idempotent, as the waiter may call it once more
+
+
+@pytest.mark.parametrize(
+    "name,cause",
+    [
+        ("arch_fork_record_no_traceback_mini_sglang.log", "unsupported_arch"),
+        ("oom_record_dynamo_nested_prefix.log", "oom"),
+        ("crash_compose_fastchat_runtime.log", "other"),
+    ],
+)
+def test_end_of_input_crashes_are_candidates_until_the_process_is_gone(name, cause):
+    c = SglangLogClassifier()
+    for i, line in enumerate((FIXTURES / name).read_text(encoding="utf-8").splitlines()):
+        c.feed(line, t=float(i))
+    assert c.state == "starting"  # the process may still be running: not decisive yet
+    assert c.finish().state == "crashed"
+    assert c.result()["cause"] == cause
+
+
 def test_decisive_lines():
     r = classify_text((FIXTURES / "nccl_unhandled_system_error.log").read_text())
     assert r["decisive_line"].startswith("RuntimeError: NCCL error: unhandled system error")
@@ -84,6 +150,15 @@ def test_decisive_lines():
     assert r["decisive_line"] == "launch_server.py: error: unrecognized arguments: --enable-reasoning"
     r = classify_text((FIXTURES / "port_in_use_uvicorn.log").read_text())
     assert "address already in use" in r["decisive_line"]
+    # orchestrator prefixes are gone from the decisive line; the line that names the cause decides
+    r = classify_text((FIXTURES / "oom_record_dynamo_nested_prefix.log").read_text())
+    assert r["decisive_line"].startswith("CUDA out of memory. Tried to allocate 112.00 MiB.")
+    r = classify_text((FIXTURES / "arch_ptxas_sm120_ray_sglangworker.log").read_text())
+    assert r["decisive_line"] == "ptxas fatal   : Value 'sm_120' is not defined for option 'gpu-name'"
+    r = classify_text((FIXTURES / "oom_kv_negative_profiled_rocm_dp.log").read_text())
+    assert "the profiled value -561981" in r["decisive_line"]
+    r = classify_text((FIXTURES / "crash_serving_old_hms_header_run_tp_server.log").read_text())
+    assert r["decisive_line"] == "Exception in run_tp_server:"
 
 
 def test_ready_inferred_is_reported():
@@ -92,7 +167,10 @@ def test_ready_inferred_is_reported():
 
 
 # ---------------------------------------------------------------------------------------------- source strings
-# A full launch in SGLang 0.5.23's strings (sglang-facts.md §4.2), tp 2, with harmless lines mixed in.
+# A full launch in SGLang 0.5.23's strings (model_executor/model_runner.py Load weight begin/end,
+# mem_cache/memory_pool.py KV Cache is allocated, model_runner_components/cuda_graph_setup.py Capture target
+# decode CUDA graph begin/end, managers/scheduler.py max_total_num_tokens=, entrypoints/http_server.py
+# fired up), tp 2, with harmless lines mixed in.
 S23_READY = """\
 [2026-10-30 12:00:00] server_args=ServerArgs(model_path='m', tp_size=2)
 [2026-10-30 12:00:01 TP1] Ignore import error when loading sglang.srt.models.glm4v_moe: No module named 'x'
@@ -246,3 +324,100 @@ def test_slow_jit_that_prints_is_not_a_hang():
 def test_module_constants():
     assert sglang_log.PHASES[-2:] == ("ready", "serving")
     assert "warmup_failed" in sglang_log.CAUSES
+
+
+# ---------------------------------------------------------------------------------------------- new wordings
+@pytest.mark.parametrize(
+    "line,cause,phase",
+    [
+        # 0.5.9 model_runner_kv_cache_mixin.py:379-384: a negative profiled budget; :415-419 raises next
+        ("[2026-10-30 12:00:45 TP0] max_total_tokens=131072 is larger than the profiled value -2048. Use the profiled value instead.", "oom", "kv_cache"),
+        # the pool / summary lines of a fork that skips the check (memory_pool.py:658, scheduler.py:623)
+        ("[2026-10-30 12:00:46 TP0] KV Cache is allocated. #tokens: -2048, KV size: -0.12 GB", "oom", "kv_cache"),
+        ("[2026-10-30 12:00:46 TP0] max_total_num_tokens=-2048, chunked_prefill_size=8192, max_prefill_tokens=16384", "oom", "kv_cache"),
+        # 0.5.23 kv_cache_configurator.py:3050-3052, pool_configurator.py:95-99
+        ("[2026-10-30 12:00:46 TP0] ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.88.", "oom", "kv_cache"),
+        ("[2026-10-30 12:00:46 TP0] Not enough memory. Please try to increase --mem-fraction-static. Current value: mem_fraction_static=0.5", "oom", "kv_cache"),
+        # 0.1.12 infer_batch.py:233 (sic "nerver"), 0.3.0 schedule_batch.py:391 -- logged, then exit(1)
+        ("Prefill out of memory. This should nerver happen.", "oom", "serving"),
+        ("[12:01:09 TP0] Prefill out of memory. Try to lower your batch size.", "oom", "serving"),
+        # 0.5.23 multimodal_gen/runtime/server_args/server_args.py:3709
+        ("error: unrecognized arguments: --served-model-name minimax-h3", "flag_error", "init"),
+        # 0.3.0 managers/tp_worker.py:898, controller_single.py:167
+        ("[17:25:03 TP0] Exception in run_tp_server:", "other", "init"),
+        ("Exception in ControllerSingle:", "other", "init"),
+    ],
+)
+def test_new_markers_are_decisive_without_waiting_for_end_of_input(line, cause, phase):
+    c = SglangLogClassifier().feed(line + "\n")
+    assert c.state == "crashed"  # live: decided with the line itself
+    r = c.result()
+    assert (r["cause"], r["phase"]) == (cause, phase)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # 0.3.0 tp_worker.py:662 / 0.3.6 scheduler.py:889: retraction, the server goes on
+        "[2024-10-22 06:40:00 TP0] Decode out of memory happened. #retracted_reqs: 2, #new_token_ratio: 0.7000 -> 1.0000",
+        # 0.1.12 router/model_rpc.py:178 logs this and swallows the exception: not a marker by itself
+        "Exception in ModelRpcClient:",
+        # a successful profile is no impossible budget
+        "[2026-10-30 12:00:45 TP0] max_total_tokens=131072 is larger than the profiled value 65536. Use the profiled value instead.",
+        "2025-07-02 16:41:31 | ERROR | stderr | Loading safetensors checkpoint shards: 100% Completed | 2/2 [00:00<00:00,  3.28it/s]",
+    ],
+)
+def test_lines_that_are_not_crashes(line):
+    assert classify_text("[2026-10-30 12:00:00] server_args=ServerArgs(tp_size=8)\n" + line + "\n")["state"] == "starting"
+
+
+def test_a_survived_exception_is_no_crash_once_batches_run_again():
+    text = (
+        "[2026-10-30 12:05:00 TP0] Decode batch, #running-req: 4, #token: 900, token usage: 0.01, cuda graph: True, gen throughput (token/s): 100.00, #queue-req: 0\n"
+        "Exception in ModelRpcClient:\n"
+        "Traceback (most recent call last):\n"
+        '  File "/x/sglang/srt/managers/router/model_rpc.py", line 176, in exposed_step\n'
+        "AttributeError: 'NoneType' object has no attribute 'cpu'\n"
+        "[2026-10-30 12:05:03 TP0] Decode batch, #running-req: 3, #token: 800, token usage: 0.01, cuda graph: True, gen throughput (token/s): 99.00, #queue-req: 0\n"
+    )
+    assert classify_text(text)["state"] == "ready"
+    # ... but the same exception as the last thing the process wrote is its crash
+    r = classify_text(text.rsplit("[2026-10-30 12:05:03", 1)[0])
+    assert (r["state"], r["phase"], r["after_ready"]) == ("crashed", "serving", True)
+
+
+def test_time_only_header_of_sglang_0_3_gives_a_timeline_across_midnight():
+    text = (
+        "[23:59:50] server_args=ServerArgs(model_path='m')\n"
+        "[23:59:58 TP0] Load weight begin. avail mem=20.00 GB\n"
+        "[00:00:08 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=6.00 GB\n"
+        "[00:00:09 TP0] Memory pool end. avail mem=1.00 GB\n"
+    )
+    r = classify_text(text)
+    assert (r["state"], r["phase"]) == ("starting", "kv_cache")
+    assert r["timeline"]["load_weights"] == {"at": 8.0, "duration": 10.0}
+
+
+def test_orchestrator_prefixes_are_stripped_and_keep_the_traceback_shape():
+    # Ray colours the prefix and adds the node's ip for remote workers (python/ray/_private/worker.py
+    # print_worker_logs); Dynamo's `dynamo run` relays raw subprocess lines under dynamo_run::subprocess.
+    text = (
+        "\x1b[36m(SGLangEngine pid=616, ip=192.168.149.159)\x1b[0m [2026-10-30 12:00:50 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+        "\x1b[36m(SGLangEngine pid=616, ip=192.168.149.159)\x1b[0m   File \"/x/sglang/srt/model_executor/cuda_graph_runner.py\", line 1, in capture\n"
+        "2026-10-30T12:00:50.100Z DEBUG dynamo_run::subprocess: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+    )
+    r = classify_text(text)
+    assert (r["state"], r["cause"], r["phase"]) == ("crashed", "oom", "cuda_graph")
+    assert r["decisive_line"].startswith("torch.OutOfMemoryError")
+    assert "cuda_graph_runner.py" in r["traceback"]
+
+
+def test_dynamo_record_header_is_a_record_of_its_own():
+    # Dynamo formats SGLang's Python records itself (no sglang header): each is a headed record, so a
+    # record after a traceback closes it, and phase lines are read from the message.
+    text = (
+        "2025-11-05T01:56:35.855764Z  INFO model_runner.init_torch_distributed: Init torch distributed begin.   \n"
+        "2025-11-05T01:56:40.000000Z  INFO model_runner.load_model: Load weight begin. avail mem=78.00 GB   \n"
+    )
+    r = classify_text(text)
+    assert (r["state"], r["phase"]) == ("starting", "load_weights")
