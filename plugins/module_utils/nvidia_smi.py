@@ -1318,3 +1318,45 @@ def virtualization_kind(mode):
     if mode in ("vgpu-host", "vsga-host", "none"):
         return "none"
     return None
+
+
+# ---- CUDA toolkits and the driver's ceiling (the cuda_toolkit role, through the cuda_facts module) -----
+
+_TOOLKIT_DIR_RE = re.compile(r"^cuda-(\d+\.\d+)$")
+
+
+def version_tuple(text):
+    """``'580.65.06'`` -> (580, 65, 6); ``'13.0'`` -> (13, 0); None when it is not a version."""
+    value = version_value(text)
+    return tuple(int(part) for part in value.split(".")) if value else None
+
+
+def toolkit_versions(names):
+    """Toolkit releases from the entries of a prefix (``cuda-12.8``, ``cuda-13.1``; not ``cuda``, the
+    alternatives symlink, nor ``cuda-12``), oldest first."""
+    found = set()
+    for name in names:
+        m = _TOOLKIT_DIR_RE.match(name)
+        if m:
+            found.add(m.group(1))
+    return sorted(found, key=version_tuple)
+
+
+def driver_supports(driver_version, driver_cuda_version, min_cuda, min_driver_version=None):
+    """Whether a driver can run CUDA ``min_cuda``. Returns ``(ok, basis)``.
+
+    The CUDA version the driver prints (its ceiling) decides when it is shown (``basis`` ``cuda``). A
+    driver that shows none (a vGPU host prints ``Not Found``) is compared with the minimum driver of
+    that CUDA release (``driver-version``). No driver at all is ``(False, 'no-driver')``; a driver
+    that shows neither a usable CUDA version nor a comparable version is ``(False, 'unknown')``."""
+    if not driver_version:
+        return False, "no-driver"
+    need = version_tuple(min_cuda)
+    have = version_tuple(driver_cuda_version)
+    if have and need:
+        return have >= need, "cuda"
+    floor = version_tuple(min_driver_version)
+    mine = version_tuple(driver_version)
+    if floor and mine:
+        return mine >= floor, "driver-version"
+    return False, "unknown"
