@@ -320,11 +320,6 @@ def freeze_sha256(stdout):
     return sha256_text(stdout.rstrip("\r\n"))
 
 
-def lists_gpu(nvidia_smi_l_stdout):
-    """Whether ``nvidia-smi -L`` listed at least one GPU (lines ``GPU 0: <name> (UUID: ...)``)."""
-    return re.search(r"^GPU \d+:", nvidia_smi_l_stdout or "", re.M) is not None
-
-
 def venv_entry(stack, venv, seen, lock, fingerprint):
     """One venv's provenance entry. ``seen``: the verified fields, from this run's import check or
     from the record that still holds."""

@@ -106,7 +106,7 @@ BAD_INPUTS = [
       "cuda_toolkit_repo_base_url": "http://{gw}:9"}, "cuda_toolkit",
      "CUDA 12.9 is not installed"),
     ({"cuda_toolkit_driver_min_cuda": "13.0"}, "cuda_toolkit", "needs driver branch R580"),
-    ({"sglang_env_stack": "cu999-nope"}, "sglang_env", "Unknown stack"),
+    ({"sglang_env_stack": "cu999-nope"}, "sglang_env", "sglang_env_stack must be one of: cu128-sglang-0.5.9,"),
     ({"sglang_env_venv": "relative/venv"}, "sglang_env", "must be an absolute path"),
     ({"sglang_env_stack": "cu129-sglang-0.5.19"}, "sglang_env", "is incomplete"),
     ({"sglang_env_stack": TEST_STACK, "sglang_env_index_url": "http://{gw}:9/simple"}, "sglang_env",
