@@ -752,7 +752,9 @@ class SglangLogClassifier:
         inferred = self._frame_phase
         if inferred is not None and _PHASE_INDEX[inferred] > _PHASE_INDEX[phase]:
             only_init = all(p == "init" for p, at in self._phase_times.items() if at is not None)
-            if inferred != "serving" or only_init:
+            # Serving frames count in an excerpt with no phase lines, or once the ready line was seen
+            # (the first request's crash dies in the event loop: serving, not "ready").
+            if inferred != "serving" or only_init or self.ready_seen:
                 phase = inferred
         return phase
 

@@ -421,3 +421,15 @@ def test_dynamo_record_header_is_a_record_of_its_own():
     )
     r = classify_text(text)
     assert (r["state"], r["phase"]) == ("starting", "load_weights")
+
+
+def test_first_request_crash_right_after_ready_is_serving():
+    # no batch line between the ready line and the crash: the event-loop frames say where it died
+    text = S23_READY + (
+        "[2026-10-30 12:05:01 TP1] Scheduler hit an exception: Traceback (most recent call last):\n"
+        '  File "/x/sglang/srt/managers/scheduler.py", line 100, in run_scheduler_process\n'
+        "    scheduler.event_loop_overlap()\n"
+        "torch.AcceleratorError: CUDA error: an illegal memory access was encountered\n"
+    )
+    r = classify_text(text)
+    assert (r["state"], r["phase"], r["after_ready"]) == ("crashed", "serving", True)
