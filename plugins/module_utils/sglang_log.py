@@ -288,8 +288,16 @@ _KILLED_CAUSE_RE = re.compile(
     r"^(?:Killed|已杀死)\s*$|code=killed|exit code: -9|exit code -9|status=9/KILL|SIGKILL|OOM killer"
 )
 # A record with no marker that still names a fatal error (a fork or wrapper logging the exception text
-# as an ordinary record, without the traceback): a candidate, like a lone exception line.
-_FATAL_RECORD_RE = re.compile(_ARCH_RE.pattern + "|" + _OOM_RE.pattern)
+# as an ordinary record, without the traceback): a candidate, like a lone exception line. Only the
+# errors' own wording: healthy launches log warnings that merely mention the same things (0.5.23
+# arg_groups/overrides.py "... (trtllm-gen MoE kernels are SM100-only)", 0.5.9 deep_gemm_wrapper/
+# compile_utils.py "... to avoid out of memory").
+_FATAL_RECORD_RE = re.compile(
+    r"CUDA out of memory\. Tried to allocate|CUDA error: out of memory|CUDA_ERROR_OUT_OF_MEMORY|"  # torch, driver
+    r"no kernel image is available for execution on the device|cudaErrorNoKernelImageForDevice|"
+    r"[Uu]nsupported compute capability|: Unsupported architecture$|"  # see _ARCH_RE
+    r"ptxas fatal\s*:|nvcc fatal\s*: Unsupported gpu architecture"
+)
 
 # Traceback frames that tell the phase when the log has no phase lines (an excerpt).
 _FRAME_PHASES = (
@@ -577,10 +585,15 @@ class SglangLogClassifier:
                 if self._pending is None:
                     self._candidate(stripped)
                 return
-        # A lone exception line, headed or not ("RuntimeError: ...", "[... TP0] ValueError: ..."), or a
-        # record that names a fatal error without any marker or traceback (forks, wrappers, orchestrators
-        # re-logging the message): a candidate, decisive at end of input / process exit.
-        if _EXC_LINE_RE.match(stripped) or _FATAL_RECORD_RE.search(stripped):
+        # A lone exception line ("RuntimeError: ..."), a logged one that names a known cause ("[... TP0]
+        # ValueError: ... Unsupported ..."; a request's error logged while serving, such as 0.5.23
+        # openai/serving_base.py's "DS32EncodingError: ...", is none), or a record that names a fatal
+        # error without any marker or traceback (forks, wrappers, orchestrators re-logging the message):
+        # a candidate, decisive at end of input / process exit.
+        exc = _EXC_LINE_RE.match(stripped)
+        if _FATAL_RECORD_RE.search(stripped) or (
+            exc and (not rec.headed or any(rx.search(stripped) for _, rx in _CAUSE_PATTERNS))
+        ):
             self._note_cause(stripped)
             self._candidate(stripped, self._marker_phase(stripped))
             return

@@ -433,3 +433,23 @@ def test_first_request_crash_right_after_ready_is_serving():
     )
     r = classify_text(text)
     assert (r["state"], r["phase"], r["after_ready"]) == ("crashed", "serving", True)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # info / warning records of healthy launches that only mention an architecture or memory
+        # (0.5.23 srt/arg_groups/overrides.py, srt/arg_groups/model_overrides/minimax_m3.py,
+        # multimodal_gen/runtime/platforms/cuda.py; 0.5.9 layers/deep_gemm_wrapper/compile_utils.py)
+        "[2026-10-30 12:00:00] Use flashinfer_cutlass as MoE runner backend on SM110/SM120 for modelopt_fp4 (trtllm-gen MoE kernels are SM100-only)",
+        "[2026-10-30 12:00:00] MiniMax-M3 on Hopper: attention_backend=fa3, page_size=64 (MSA is SM100-only; sparse attention runs on the Triton path).",
+        "[2026-10-30 12:00:00] FlashAttention is not supported on SM12.x in this build; falling back to Torch SDPA.",
+        "[2026-10-30 12:00:01 TP0] Available memory 2GB is less than required memory 4GB for warmup, reducing max_m to 1024 to avoid out of memory",
+        # a request's error logged at info while serving (0.5.23 entrypoints/openai/serving_base.py)
+        "[2026-10-30 12:00:02] DS32EncodingError: bad tool call",
+    ],
+)
+def test_warnings_that_mention_arch_or_memory_do_not_end_a_log_as_a_crash(line):
+    text = "[2026-10-30 12:00:00] server_args=ServerArgs(tp_size=8)\n" + line + "\n"
+    c = SglangLogClassifier().feed(text)
+    assert c.finish().state == "starting"
