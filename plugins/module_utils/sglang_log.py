@@ -556,7 +556,9 @@ class SglangLogClassifier:
             marker = True
         if marker:
             self._crash(stripped, now)
-            if "Traceback (most recent call last)" in msg:
+            # The traceback follows on the marker's line or, after "Exception in ModelTpServer:" and
+            # the like, on the next lines: the crash is settled only once it has been read.
+            if "Traceback (most recent call last)" in msg or stripped.endswith(":"):
                 self._blocks.append([stripped])
                 self._in_block = True
             return

@@ -453,3 +453,17 @@ def test_warnings_that_mention_arch_or_memory_do_not_end_a_log_as_a_crash(line):
     text = "[2026-10-30 12:00:00] server_args=ServerArgs(tp_size=8)\n" + line + "\n"
     c = SglangLogClassifier().feed(text)
     assert c.finish().state == "starting"
+
+
+def test_an_old_marker_waits_for_the_traceback_it_announces():
+    # 0.3.0 tp_worker.py:898 logs "Exception in run_tp_server:\n" + traceback: the live waiter must not
+    # settle on the marker alone, or the cause in the traceback is lost
+    c = SglangLogClassifier().feed("[12:00:00 TP0] Exception in run_tp_server:\n", t=0.0)
+    assert c.state == "crashed" and not c.crash_settled
+    c.feed("Traceback (most recent call last):\n", t=0.1)
+    c.feed('  File "/x/sglang/srt/managers/tp_worker.py", line 884, in run_tp_server\n', t=0.1)
+    c.feed("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n", t=0.1)
+    assert not c.crash_settled
+    c.feed("[12:00:01] Received sigquit from a child process. It usually means the child failed.\n", t=0.2)
+    assert c.crash_settled
+    assert c.result()["cause"] == "oom"
