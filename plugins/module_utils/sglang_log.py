@@ -4,7 +4,7 @@
 """Pure, incremental classifier of SGLang server logs (journal lines or a saved log file).
 
 Feed lines, read the state. Nothing here does I/O or reads a clock: times come from the line's own
-``[YYYY-MM-DD HH:MM:SS(.mmm)]`` (or, before sglang 0.3.6, ``[HH:MM:SS]``) header or from the monotonic
+``[YYYY-MM-DD HH:MM:SS(.mmm)]`` (or, in sglang 0.2.15-0.3.5, ``[HH:MM:SS]``) header or from the monotonic
 ``t`` the caller passes with the line.
 
 Written from SGLang's sources (0.5.9 / 0.5.23: scheduler.py ``Scheduler hit an exception``,
@@ -60,8 +60,9 @@ _PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
 # ...``) still parse.
 _RANKS = r"(?P<ranks>(?:\s+(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)"
 _HEADER_RE = re.compile(r"\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?P<frac>[.,]\d+)?" + _RANKS + r"\]\s?")
-# sglang 0.3.0-0.3.5 logged the time only: configure_logger(..., datefmt="%H:%M:%S") with the prefix
-# f" TP{tp_rank}" (0.3.0 srt/utils.py:709-716, managers/tp_worker.py:882): ``[17:25:03 TP0] ...``.
+# sglang 0.2.15-0.3.5 logged the time only: configure_logger(..., datefmt="%H:%M:%S") with the prefix
+# f" TP{tp_rank}" (0.2.15 and 0.3.0 srt/utils.py:709-716, managers/tp_worker.py:882; 0.3.6 srt/utils.py:557
+# has the date): ``[17:25:03 TP0] ...``.
 # Matched at the start of a record only (a time inside a line is no header).
 _HMS_HEADER_RE = re.compile(r"\[(?P<hms>\d{2}:\d{2}:\d{2})" + _RANKS + r"\]\s?")
 # A rank-only header, as some excerpts show it (``[TP0] Scheduler hit an exception``).
