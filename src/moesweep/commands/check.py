@@ -108,8 +108,10 @@ def load_kb(path: str | None) -> dict:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark else ""
         raise BadInput(f"{where}: not valid YAML{at}; give the path of a compat.yml") from exc
-    if not isinstance(kb, dict) or not isinstance(kb.get("backends"), dict) or not isinstance(kb.get("rules"), list):
-        raise BadInput(f"{where}: not a moesweep knowledge base (no `backends` mapping and `rules` list)")
+    except ValueError as exc:  # the loader's own validation (compat.KBError is a ValueError), where it has one
+        raise BadInput(f"{where}: {exc}") from exc
+    if not isinstance(kb, dict) or not isinstance(kb.get("rules"), list):
+        raise BadInput(f"{where}: not a moesweep knowledge base (no `rules` list); give the path of a compat.yml")
     return kb
 
 
