@@ -133,3 +133,12 @@ def test_unreadable_input_exits_2_with_the_reason(capsys, tmp_path, content, rea
     rc, out, err = run(capsys, "--from-file", str(good), str(path), "--json")
     assert rc == 2 and out == ""
     assert err.startswith(f"moesweep facts: {path}: ") and reason in err
+
+
+def test_device_list_and_noheader_csv_with_their_command_lines(capsys):
+    dev = SMI / "h200-x1-device-20261201"
+    rc, f, _ = facts_json(capsys, dev / "list-and-noheader-csv.txt", dev / "nvidia-smi.txt")
+    assert rc == 0 and f["warnings"] == []
+    assert [s["formats"] for s in f["sources"]] == [["list", "query-gpu"], ["table"]]
+    assert f["gpu_count"] == 1 and f["gpus"][0]["compute_cap_source"] == "nvidia-smi"
+    assert (f["gpus"][0]["name"], f["gpus"][0]["pci_bus_id"], f["sm"]) == ("NVIDIA H200", "00000000:00:06.0", "sm90")

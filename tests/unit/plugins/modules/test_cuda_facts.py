@@ -221,3 +221,26 @@ def test_toolkit_versions_and_version_tuple():
         "13.1",
     ]
     assert n.version_tuple("580.65.06") == (580, 65, 6) and n.version_tuple("N/A") is None
+
+
+def test_replay_of_the_real_h200_run_gives_the_recorded_facts(tmp_path):
+    """The device machine's run (h200-x1-device-20261201/cuda-facts.json), replayed from its nvidia-smi
+    output and nvcc text under a copy of its /usr/local layout, must give the same facts."""
+    dev = SMI / "h200-x1-device-20261201"
+    recorded = json.loads((dev / "cuda-facts.json").read_text())["min-cuda-12.8"]
+    nvcc_text = recorded["ansible_facts"]["moesweep_cuda"]["selected"]["output"] + "\n"
+    make_toolkit(tmp_path, "13.0")
+    (tmp_path / "cuda-13").mkdir()  # present there too; not a versioned toolkit
+    (tmp_path / "cuda").symlink_to(tmp_path / "cuda-13.0")
+    args = dict(recorded["invocation"]["module_args"], prefix=str(tmp_path), cuda_home=str(tmp_path / "cuda"))
+    exc, _, _ = run(
+        args,
+        smi=(0, (dev / "nvidia-smi.txt").read_text(), ""),
+        nvcc={str(tmp_path / "cuda-13.0"): (0, nvcc_text, ""), str(tmp_path / "cuda"): (0, nvcc_text, "")},
+        found="/usr/local/nvidia/bin/nvidia-smi",
+    )
+    replayed = json.loads(json.dumps(facts_of(exc)).replace(str(tmp_path), "/usr/local"))
+    assert replayed == recorded["ansible_facts"]["moesweep_cuda"]
+    assert replayed["driver_ok"] is True and replayed["toolkits"][0]["nvcc_version"] == "13.0.88"
+    stricter = json.loads((dev / "cuda-facts.json").read_text())["min-cuda-13.1"]["ansible_facts"]["moesweep_cuda"]
+    assert (stricter["driver_ok"], stricter["driver_ok_basis"]) == (False, "cuda")  # CUDA 13.0 < 13.1
