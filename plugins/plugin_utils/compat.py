@@ -1,35 +1,144 @@
 # Copyright: moesweep developers
 # Apache License 2.0
-"""Evaluate a sweep point (MoE backend, quantization, flags, sglang version) against host facts and
-the knowledge base ``data/compat.yml``.
+"""Evaluate a sweep point (MoE backend, quantization, flags, environment, sglang version) against host
+facts and the knowledge base ``data/compat.yml``.
 
-``evaluate(point, facts, kb)`` is pure: no I/O, the KB is passed in (``load_kb`` reads it). Used by
-the ``sglang_preflight`` action and the ``moesweep check`` CLI, so both give the same verdict.
+``evaluate(point, facts, kb)`` is pure apart from reading the version's flag schema (the one owner of
+which ``--moe-runner-backend`` / ``--quantization`` names a version has: ``sglang_flags.load_schema``).
+The KB adds what a schema cannot say - what each choice does on each GPU - with a version range on
+every rule and citations that resolve to public source URLs. Used by the ``sglang_preflight`` action
+and the ``moesweep check`` CLI, so both give the same verdict.
 """
 
 import os
 import re
 
 from ansible_collections.moesweep.sweep.plugins.module_utils.nvidia_smi import sm_number  # noqa: F401  (re-exported)
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import sglang_flags
 
-STATUS_ORDER = {"supported": 0, "unknown": 1, "caveat": 2, "unsupported": 3}
+STATUS_ORDER = {"supported": 0, "caveat": 1, "unknown": 2, "unsupported": 3}  # an undecidable failure outranks a caveat
+STATUSES = tuple(STATUS_ORDER)
+# When a launch fails, in the order a launch reaches these points (compat.yml `stage`).
+STAGES = ("server_args", "model_init", "kv_cache", "first_forward")
 DEFAULT_KB_PATH = os.path.join(os.path.dirname(__file__), "..", "..", "data", "compat.yml")
+UNQUANTIZED = ("", "none", "null", "bf16", "bfloat16", "unquant")
+_TRUE = ("1", "true", "yes", "on")
+_PRIMARY = re.compile(
+    r"^https://github\.com/[^/\s]+/[^/\s]+/("
+    r"blob/(v\d[\w.-]*|[0-9a-f]{40})/\S+"  # source at a release tag or a commit
+    r"|(issues|pull)/\d+)$"  # an issue or pull request
+    r"|^https://github\.com/[^/\s]+/[^/\s#]+#[\w-]+$"  # a section of a repository's README
+    r"|^https://docs\.nvidia\.com/\S+$"
+)
+MATCH_KEYS = frozenset(
+    {
+        "sglang",
+        "backend",
+        "backend_not_in",
+        "quant_in",
+        "quant_not_in",
+        "sm_in",
+        "sm_not_in",
+        "sm_below",
+        "cuda_below",
+        "cuda_at_least",
+        "toolkit",
+        "env_unset",
+        "env_true",
+        "env_not_true",
+        "flags_absent",
+        "a2a_in",
+        "ep_size_above",
+        "flag",
+        "also",
+        "value",
+        "value_above",
+        "value_at_most",
+    }
+)
+SAY_KEYS = frozenset({"id", "status", "stage", "runs", "reason", "error", "cite", "replacement", "resolves_to"})
+
+
+class KBError(ValueError):
+    """The knowledge base file is not a valid moesweep compat.yml (names every problem)."""
 
 
 def load_kb(path=None):
-    """Read the YAML knowledge base (controller side; needs PyYAML)."""
+    """Read and validate the YAML knowledge base (controller side; needs PyYAML).
+
+    Raises OSError / UnicodeDecodeError / yaml.YAMLError for an unreadable file and KBError naming every
+    problem for a file that is not a valid knowledge base."""
     import yaml
 
     with open(path or DEFAULT_KB_PATH, encoding="utf-8") as handle:
-        return yaml.safe_load(handle)
+        kb = yaml.safe_load(handle)
+    problems = kb_problems(kb)
+    if problems:
+        raise KBError("not a moesweep knowledge base: %s" % "; ".join(problems))
+    return kb
+
+
+def kb_problems(kb):
+    """Every problem of a loaded knowledge base, as messages naming the rule and the fix ([] when valid)."""
+    if not isinstance(kb, dict):
+        return ["the top level is not a mapping"]
+    problems = []
+    versions = kb.get("versions")
+    if not isinstance(versions, dict) or not versions:
+        return ["no `versions` mapping (the audited sglang versions)"]
+    sources = kb.get("sources")
+    if not isinstance(sources, dict):
+        return ["no `sources` mapping (citation key -> URL)"]
+    for key, url in sources.items():
+        if not isinstance(url, str) or not _PRIMARY.match(url):
+            problems.append(
+                "source %s: %r is not a primary-source URL (GitHub source at a tag or commit, an issue "
+                "or pull request, or an NVIDIA docs page)" % (key, url)
+            )
+    if not isinstance(kb.get("rules"), list):
+        problems.append("no `rules` list")
+    for section in ("auto_resolution", "rules", "flags"):
+        for i, rule in enumerate(kb.get(section) or []):
+            where = "%s[%d] %s" % (section, i, (rule or {}).get("id", "") if isinstance(rule, dict) else "")
+            if not isinstance(rule, dict):
+                problems.append("%s: not a mapping" % where)
+                continue
+            unknown = set(rule) - MATCH_KEYS - SAY_KEYS
+            if unknown:
+                problems.append("%s: unknown key(s) %s" % (where, ", ".join(sorted(unknown))))
+            rng = rule.get("sglang")
+            if not isinstance(rng, dict) or not rng.get("min") or not rng.get("max"):
+                problems.append("%s: needs sglang: {min, max} (both bounds)" % where)
+            else:
+                for bound in ("min", "max"):
+                    if str(rng[bound]) not in versions:
+                        problems.append(
+                            "%s: sglang %s %s is not an audited version (%s)"
+                            % (where, bound, rng[bound], ", ".join(versions))
+                        )
+            cites = rule.get("cite")
+            if not cites or not isinstance(cites, list):
+                problems.append("%s: needs cite: [source keys]" % where)
+            else:
+                problems.extend("%s: cite %r is not a key of `sources`" % (where, c) for c in cites if c not in sources)
+            if section == "auto_resolution":
+                if not rule.get("resolves_to"):
+                    problems.append("%s: needs resolves_to" % where)
+                continue
+            status = rule.get("status")
+            if status not in STATUSES:
+                problems.append("%s: status %r is not one of %s" % (where, status, ", ".join(STATUSES)))
+            if status == "unsupported":
+                if rule.get("stage") not in STAGES:
+                    problems.append("%s: an unsupported rule needs stage: one of %s" % (where, ", ".join(STAGES)))
+                if not rule.get("error"):
+                    problems.append("%s: an unsupported rule needs the error the launch hits" % where)
+    return problems
 
 
 def parse_version(text):
     """``'0.5.9'`` -> (0, 5, 9); ``'12.8'`` -> (12, 8); ``'0.5.10rc0'`` -> (0, 5, 10). None if unparsable."""
     if text is None:
-        return None
-    parts = re.findall(r"\d+", str(text).split("+")[0])
-    if not parts:
         return None
     m = re.match(r"^\s*v?(\d+(?:\.\d+)*)", str(text))
     return tuple(int(x) for x in m.group(1).split(".")) if m else None
@@ -50,10 +159,11 @@ def _in_range(version, rng):
 
 
 def normalise_quantization(quant):
+    """--quantization value as sglang sees it; ``"none"`` for unquantized (no --quantization)."""
     if quant is None:
-        return "bf16"
+        return "none"
     text = str(quant).strip().lower()
-    return "bf16" if text in ("", "none", "null", "bf16", "bfloat16", "unquant") else text
+    return "none" if text in UNQUANTIZED else text
 
 
 def quant_families(kb, quant):
@@ -66,15 +176,38 @@ def quant_families(kb, quant):
     return names
 
 
-def valid_backends(kb, version):
-    """Backend choices of that sglang version (all known ones if the version is unknown)."""
-    v = parse_version(version)
-    out = []
-    for name, info in (kb.get("backends") or {}).items():
-        since = parse_version((info or {}).get("since"))
-        if v is None or since is None or v >= since:
-            out.append(name)
-    return out
+def known_versions():
+    """The sglang versions that have a real flag schema (data/sglang/flags-<version>.json)."""
+    return sglang_flags.list_versions()
+
+
+def _schema_choices(version, option):
+    action = sglang_flags.load_schema(version)["_options"].get(option) or {}
+    return list(action.get("choices") or [])
+
+
+def valid_backends(version):
+    """``--moe-runner-backend`` choices of that sglang version, from its real flag schema.
+
+    ``version`` None: the union over every version with a schema (rules then answer unknown).
+    Raises ``FileNotFoundError`` naming the known versions for a version without a schema."""
+    if version is None:
+        out = []
+        for known in known_versions():
+            out.extend(b for b in _schema_choices(known, "--moe-runner-backend") if b not in out)
+        return out
+    return _schema_choices(version, "--moe-runner-backend")
+
+
+def _truthy_env(env, name):
+    return str(env.get(name, "")).strip().lower() in _TRUE
+
+
+def _flag_number(value):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _matches(rule, ctx):
@@ -91,6 +224,13 @@ def _matches(rule, ctx):
             return False
         if "value" in rule and not any(str(ctx["flags"][f]) == str(rule["value"]) for f in hit):
             return False
+        numbers = [_flag_number(ctx["flags"][f]) for f in hit]
+        if "value_above" in rule and not any(n is not None and n > rule["value_above"] for n in numbers):
+            return False
+        if "value_at_most" in rule and not any(n is not None and n <= rule["value_at_most"] for n in numbers):
+            return False
+    if "flags_absent" in rule and any(ctx["flags"].get(f) not in (None, False) for f in rule["flags_absent"]):
+        return False
     sm = ctx["sm"]
     for key in ("sm_in", "sm_not_in", "sm_below"):
         if key in rule and sm is None:
@@ -112,11 +252,21 @@ def _matches(rule, ctx):
             return False
         if r is None:
             unknown = True
-    if "cuda_below" in rule:
-        if ctx["cuda"] is None:
-            unknown = True
-        elif not ctx["cuda"] < parse_version(rule["cuda_below"]):
-            return False
+    for key, want_below in (("cuda_below", True), ("cuda_at_least", False)):
+        if key in rule:
+            if ctx["cuda"] is None:
+                unknown = True
+            elif (ctx["cuda"] < parse_version(rule[key])) != want_below:
+                return False
+    if rule.get("toolkit") == "absent" and ctx["cuda"] is not None:
+        return False
+    env = ctx["environment"]
+    if "env_unset" in rule and any(str(env.get(v, "")).strip() for v in rule["env_unset"]):
+        return False
+    if "env_true" in rule and not _truthy_env(env, rule["env_true"]):
+        return False
+    if "env_not_true" in rule and _truthy_env(env, rule["env_not_true"]):
+        return False
     if "a2a_in" in rule and ctx["a2a"] not in rule["a2a_in"]:
         return False
     if "ep_size_above" in rule and not (ctx["ep_size"] or 1) > rule["ep_size_above"]:
@@ -124,40 +274,79 @@ def _matches(rule, ctx):
     return None if unknown else True
 
 
-def _finding(rule, kind):
+def _fill(text, ctx):
+    """A rule's reason/error with the point's values: {backend} {backend_enum} {quantization} {sm} {value}."""
+    if not text:
+        return text
+    quant = ctx["quant"]
+    values = {
+        "backend": ctx["backend"],
+        "backend_enum": "TRITON_KERNELS" if ctx["backend"] == "triton_kernel" else str(ctx["backend"]).upper(),
+        "quantization": "None" if quant == "none" else quant,
+        "sm": ctx["sm"] if ctx["sm"] is not None else "?",
+        "value": ctx.get("flag_value", "?"),
+    }
+    return re.sub(r"\{(\w+)\}", lambda m: str(values.get(m.group(1), m.group(0))), text)
+
+
+def _finding(rule, kind, kb, ctx):
+    urls = [kb["sources"][key] for key in rule.get("cite") or [] if key in kb["sources"]]
     return {
         "rule": rule.get("id"),
         "kind": kind,
         "status": rule.get("status", "supported"),
-        "reason": rule.get("reason"),
-        "error": rule.get("error"),
-        "citation": rule.get("citation"),
+        "stage": rule.get("stage"),
+        "runs": rule.get("runs"),
+        "reason": _fill(rule.get("reason"), ctx),
+        "error": _fill(rule.get("error"), ctx),
+        "citation": " ".join(urls) or None,
+        "citations": urls,
     }
+
+
+def _normalise_flags(flags):
+    out = {}
+    for key, value in (flags or {}).items():
+        name = key if str(key).startswith("-") else "--" + str(key).replace("_", "-")
+        out[name] = value
+    return out
+
+
+def _toolkit_release(point, facts):
+    if point.get("cuda_version"):
+        return point["cuda_version"]
+    toolkit = facts.get("cuda_toolkit")
+    return toolkit.get("release") if isinstance(toolkit, dict) else None
 
 
 def _context(point, facts, kb, backend):
     facts = facts or {}
     quant = normalise_quantization(point.get("quantization"))
-    flags = {}
-    for key, value in (point.get("flags") or {}).items():
-        name = key if str(key).startswith("-") else "--" + str(key).replace("_", "-")
-        flags[name] = value
-    cuda = point.get("cuda_version") or ((facts.get("cuda_toolkit") or {}).get("release"))
+    flags = _normalise_flags(point.get("flags"))
+    if quant == "none" and flags.get("--quantization") not in (None, False):
+        quant = normalise_quantization(flags["--quantization"])
     sm = point.get("sm") or facts.get("sm")
+    try:
+        ep_size = int(flags.get("--ep-size", flags.get("--ep", 1)) or 1)
+    except (TypeError, ValueError):
+        ep_size = 1
+    env = point.get("environment") or {}
     return {
         "backend": backend,
         "quant": quant,
         "quant_names": quant_families(kb, quant),
         "flags": flags,
+        "environment": env if isinstance(env, dict) else {},
         "sm": sm_number(sm),
         "sglang": parse_version(point.get("sglang_version")),
-        "cuda": parse_version(cuda),
+        "cuda": parse_version(_toolkit_release(point, facts)),
         "a2a": str(flags.get("--moe-a2a-backend", point.get("moe_a2a_backend") or "none")),
-        "ep_size": int(flags.get("--ep-size", flags.get("--ep", 1)) or 1),
+        "ep_size": ep_size,
     }
 
 
 def resolve_auto(kb, ctx):
+    """The auto_resolution entry that applies (or None: the launch never resolves `auto`)."""
     for entry in kb.get("auto_resolution") or []:
         if _matches(entry, dict(ctx, backend="auto")):
             return entry
@@ -169,11 +358,11 @@ def _backend_findings(kb, ctx):
     for rule in kb.get("rules") or []:
         m = _matches(rule, ctx)
         if m:
-            findings.append(_finding(rule, "backend"))
+            findings.append(_finding(rule, "backend", kb, ctx))
         elif m is None and rule.get("status") == "unsupported":
-            f = _finding(rule, "backend")
+            f = _finding(rule, "backend", kb, ctx)
             f["status"] = "unknown"
-            f["reason"] = "needs a fact that is missing (SM, sglang or CUDA version): " + (rule.get("reason") or "")
+            f["reason"] = "needs a fact that is missing (SM, sglang or CUDA version): " + (f["reason"] or "")
             findings.append(f)
     return findings
 
@@ -186,25 +375,54 @@ def _worst(findings):
     return status
 
 
+def _decisive(findings):
+    """The unsupported finding the launch reaches first (earliest stage, then file order)."""
+    failing = [f for f in findings if f["status"] == "unsupported"]
+    if not failing:
+        return None
+    return min(failing, key=lambda f: STAGES.index(f["stage"]) if f.get("stage") in STAGES else len(STAGES))
+
+
 def _backend_status(kb, ctx):
-    """Status of the backend alone (no flags), following auto's resolution."""
+    """(status, effective backend, findings) of the backend alone (no flags), following auto."""
     findings = []
     effective = ctx["backend"]
     if effective == "auto":
         entry = resolve_auto(kb, ctx)
         if entry:
             effective = entry["resolves_to"]
-            f = _finding(entry, "auto")
-            f["status"] = entry.get("status", "supported")
-            f["reason"] = entry.get("reason") or ("auto resolves to " + effective)
+            f = _finding(entry, "auto", kb, ctx)
+            f["status"] = "supported"
+            f["reason"] = "auto resolves to %s%s" % (effective, ": " + f["reason"] if f["reason"] else "")
             findings.append(f)
-    findings.extend(_backend_findings(kb, dict(ctx, backend=effective)))
-    backend_rules = [f for f in findings if f["kind"] == "backend"]
+    rules = _backend_findings(kb, dict(ctx, backend=effective))
+    findings.extend(rules)
+    decisive = _decisive(rules)
+    runs = [f["runs"] for f in ([decisive] if decisive else rules) if f.get("runs")]
+    if runs:
+        effective = runs[0]
     status = _worst(findings)
-    if effective != "auto" and not backend_rules:
-        status = "unknown" if status in (None, "supported") else status
-    elif status is None:
+    if not rules:
         status = "unknown"
+        findings.append(
+            {
+                "rule": "not-audited",
+                "kind": "backend",
+                "status": "unknown",
+                "stage": None,
+                "runs": None,
+                "reason": "no rule of the knowledge base decides %s with %s on %s for sglang %s"
+                % (
+                    effective,
+                    ctx["quant"],
+                    "sm%s" % ctx["sm"] if ctx["sm"] else "an unknown SM",
+                    ".".join(map(str, ctx["sglang"])) if ctx["sglang"] else "(unknown version)",
+                ),
+                "error": None,
+                "citation": None,
+                "citations": [],
+            }
+        )
     return status, effective, findings
 
 
@@ -224,18 +442,62 @@ def advise(facts, kb):
         out["env"].update(item.get("env") or {})
         out["flags"].extend(f for f in item.get("flags") or [] if f not in out["flags"])
         out["notes"].append(item.get("reason"))
-        out["citations"].append(item.get("citation"))
+        out["citations"].extend(kb["sources"][c] for c in item.get("cite") or [] if c in kb.get("sources", {}))
+    return out
+
+
+def _input_finding(rule, reason, error=None, citation=None):
+    return {
+        "rule": rule,
+        "kind": "input",
+        "status": "unsupported",
+        "stage": "server_args",
+        "runs": None,
+        "reason": reason,
+        "error": error,
+        "citation": citation,
+        "citations": [citation] if citation else [],
+    }
+
+
+def _schema_findings(backend, quant, version):
+    """Refusals the version's real CLI schema gives: the backend or quantization is not a choice."""
+    out = []
+    label = "data/sglang/flags-%s.json" % version
+    choices = valid_backends(version)
+    if backend not in choices:
+        out.append(
+            _input_finding(
+                "backend-choice",
+                "unknown --moe-runner-backend %r for sglang %s; valid choices: %s"
+                % (backend, version, ", ".join(choices)),
+                "argparse: invalid choice: %r (exit 2)" % backend,
+                label,
+            )
+        )
+    quants = _schema_choices(version, "--quantization")
+    if quant != "none" and quants and quant not in quants:
+        out.append(
+            _input_finding(
+                "quantization-choice",
+                "unknown --quantization %r for sglang %s; valid choices: %s" % (quant, version, ", ".join(quants)),
+                "argparse: invalid choice: %r (exit 2)" % quant,
+                label,
+            )
+        )
     return out
 
 
 def evaluate(point, facts, kb, flag_errors=None):
     """Verdict for one sweep point.
 
-    point: {backend, quantization, sglang_version, cuda_version?, flags: {name: value}, sm?}
+    point: {backend, quantization, sglang_version, cuda_version?, flags: {name: value}, environment?:
+    {VAR: value} (the unit's environment), sm?}
     facts: the gpu_facts dict (``ansible_facts.moesweep_gpu``) or {} (then ``point['sm']`` is used)
     flag_errors: errors from the version's flag schema (sglang_flags.validate_flags), if available.
-    Returns {status, backend, effective_backend, sm, quantization, sglang_version, reasons,
-    citations, alternatives, warnings, advice}.
+    Returns {status, backend, effective_backend, sm, quantization, sglang_version, error, stage, reasons,
+    citations, alternatives, warnings, advice}: ``error``/``stage`` are those of the failure the launch
+    would reach first (None unless unsupported).
     """
     facts = facts or {}
     backend = point.get("backend")
@@ -247,24 +509,30 @@ def evaluate(point, facts, kb, flag_errors=None):
         "sm": None,
         "quantization": None,
         "sglang_version": version,
+        "error": None,
+        "stage": None,
         "reasons": [],
         "citations": [],
         "alternatives": [],
         "warnings": [],
         "advice": advise(facts, kb),
     }
-    if isinstance(backend, (list, tuple, dict)) or not isinstance(backend, str) or not backend:
-        verdict["status"] = "unsupported"
-        verdict["reasons"].append(
-            {
-                "rule": "input",
-                "status": "unsupported",
-                "reason": "backend must be one name (a string), got %r" % (backend,),
-                "error": None,
-                "citation": None,
-            }
-        )
+
+    def refuse(finding):
+        verdict.update(status="unsupported", reasons=[finding], error=finding["error"], stage=finding["stage"])
         return verdict
+
+    if isinstance(backend, (list, tuple, dict)) or not isinstance(backend, str) or not backend:
+        return refuse(_input_finding("input", "backend must be one name (a string), got %r" % (backend,)))
+    if version is not None and str(version) not in known_versions():
+        return refuse(
+            _input_finding(
+                "sglang-version",
+                "sglang %s has no flag schema (known versions: %s): its --moe-runner-backend choices and behaviour are "
+                "unknown; use one of those versions, or extract the schema with scripts/extract_sglang_flags.py and "
+                "audit it into data/compat.yml" % (version, ", ".join(known_versions()) or "none"),
+            )
+        )
     ctx = _context(point, facts, kb, backend)
     verdict["sm"] = "sm%d" % ctx["sm"] if ctx["sm"] is not None else None
     verdict["quantization"] = ctx["quant"]
@@ -274,20 +542,25 @@ def evaluate(point, facts, kb, flag_errors=None):
             % ", ".join(facts.get("gpu_models") or [])
         )
 
-    choices = valid_backends(kb, version)
-    findings = []
-    if backend not in choices:
+    findings = _schema_findings(backend, ctx["quant"], version) if version is not None else []
+    if version is not None and str(version) not in (kb.get("versions") or {}):
         findings.append(
             {
-                "rule": "backend-choice",
-                "kind": "input",
-                "status": "unsupported",
-                "reason": "unknown --moe-runner-backend %r for sglang %s; valid choices: %s"
-                % (backend, version or "(any)", ", ".join(choices)),
-                "error": "argparse: invalid choice: %r (exit 2)" % backend,
-                "citation": kb.get("backends_citation"),
+                "rule": "version-not-audited",
+                "kind": "backend",
+                "status": "unknown",
+                "stage": None,
+                "runs": None,
+                "reason": "sglang %s has a flag schema but the knowledge base audits only %s: its backends' "
+                "behaviour is unknown until its wheels are read into data/compat.yml"
+                % (version, ", ".join(kb.get("versions") or {})),
+                "error": None,
+                "citation": None,
+                "citations": [],
             }
         )
+        status, effective = "unknown", backend
+    elif findings:
         status, effective = "unsupported", backend
     else:
         status, effective, bfind = _backend_status(kb, ctx)
@@ -297,28 +570,33 @@ def evaluate(point, facts, kb, flag_errors=None):
     for rule in kb.get("flags") or []:
         m = _matches(rule, ctx)
         if m:
-            f = _finding(rule, "flag")
+            hit = [f for f in [rule["flag"]] + list(rule.get("also") or []) if f in ctx["flags"]]
+            f = _finding(rule, "flag", kb, dict(ctx, flag_value=ctx["flags"][hit[0]] if hit else "?"))
             if rule.get("replacement"):
                 f["replacement"] = rule["replacement"]
             findings.append(f)
     for err in flag_errors or []:
         findings.append(
-            {
-                "rule": "flag-schema",
-                "kind": "flag",
-                "status": "unsupported",
-                "reason": err,
-                "error": "rejected by the version's real argparse schema",
-                "citation": "data/sglang/flags-%s.json" % version,
-            }
+            _input_finding(
+                "flag-schema",
+                err,
+                "rejected by the version's real argparse schema",
+                "data/sglang/flags-%s.json" % version,
+            )
         )
 
     worst = _worst(findings + [{"status": status}])
     verdict["status"] = worst
-    verdict["reasons"] = [f for f in findings if f["status"] != "supported"]
+    decisive = _decisive(findings)
+    if decisive:
+        verdict["error"], verdict["stage"] = decisive["error"], decisive["stage"]
+    reasons = [f for f in findings if f["status"] != "supported"]
+    reasons.sort(key=lambda f: (f is not decisive, -STATUS_ORDER[f["status"]]))
+    verdict["reasons"] = reasons
     for f in findings:
-        if f.get("citation") and f["citation"] not in verdict["citations"]:
-            verdict["citations"].append(f["citation"])
+        for url in f.get("citations") or []:
+            if url not in verdict["citations"]:
+                verdict["citations"].append(url)
         if f["status"] == "caveat":
             verdict["warnings"].append("%s: %s" % (f["rule"], f["reason"]))
     if worst in ("unsupported", "unknown"):
@@ -327,43 +605,56 @@ def evaluate(point, facts, kb, flag_errors=None):
 
 
 def alternatives(point, facts, kb, exclude=None):
-    """Backends of the same sglang version that are supported (or only caveated) for this SM/quant."""
+    """Backends of the same sglang version that are supported (or only caveated) for this SM/quant and
+    really run themselves (a choice whose path falls through to another is not offered; ``auto`` is, with
+    what it resolves to)."""
+    version = point.get("sglang_version")
+    if version is not None and (str(version) not in known_versions() or str(version) not in kb.get("versions", {})):
+        return []
     out = []
-    for name in valid_backends(kb, point.get("sglang_version")):
+    for name in valid_backends(version):
         if name == exclude:
             continue
         ctx = _context(point, facts or {}, kb, name)
         status, effective, _ = _backend_status(kb, ctx)
-        if status in ("supported", "caveat"):
+        if status in ("supported", "caveat") and (name == "auto" or effective == name):
             out.append({"backend": name, "status": status, "resolves_to": effective if name == "auto" else None})
     out.sort(key=lambda a: (STATUS_ORDER[a["status"]], a["backend"] != "auto", a["backend"]))
     return out
 
 
 def format_refusal(verdict):
-    """One message naming backend, SM, reason, error, citation and the compatible alternatives."""
+    """One message naming backend, SM, reason, the error the launch hits first, citations and alternatives."""
     lines = [
         "sweep point refused: --moe-runner-backend %s%s on %s, quantization %s, sglang %s"
         % (
             verdict["backend"],
-            ""
-            if verdict["effective_backend"] == verdict["backend"]
-            else " (resolves to %s)" % verdict["effective_backend"],
+            "" if verdict["effective_backend"] == verdict["backend"] else " (runs %s)" % verdict["effective_backend"],
             verdict["sm"] or "unknown SM",
             verdict["quantization"],
             verdict["sglang_version"] or "unknown",
         )
     ]
+    if verdict.get("error"):
+        lines.append(
+            "the launch would fail%s with: %s"
+            % (" at %s" % verdict["stage"].replace("_", " ") if verdict.get("stage") else "", verdict["error"])
+        )
     for r in verdict["reasons"]:
         if r["status"] not in ("unsupported", "unknown"):
             continue
         lines.append("- [%s] %s: %s" % (r["status"], r["rule"], r["reason"]))
-        if r.get("error"):
-            lines.append("  launch would hit: %s" % r["error"])
-        if r.get("citation"):
-            lines.append("  source: %s" % r["citation"])
+        if r.get("error") and r["error"] != verdict.get("error"):
+            lines.append("  also: %s" % r["error"])
+        for url in r.get("citations") or ([r["citation"]] if r.get("citation") else []):
+            lines.append("  source: %s" % url)
         if r.get("replacement"):
             lines.append("  use instead: %s" % ", ".join("%s -> %s" % kv for kv in r["replacement"].items()))
-    alts = [a["backend"] + (" (caveat)" if a["status"] == "caveat" else "") for a in verdict["alternatives"]]
+    alts = [
+        a["backend"]
+        + (" (-> %s)" % a["resolves_to"] if a.get("resolves_to") else "")
+        + (" (caveat)" if a["status"] == "caveat" else "")
+        for a in verdict["alternatives"]
+    ]
     lines.append("compatible alternatives: %s" % (", ".join(alts) if alts else "none known"))
     return "\n".join(lines)

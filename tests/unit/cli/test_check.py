@@ -294,3 +294,23 @@ def test_nvidia_smi_unreadable_and_exclusive_with_facts(capsys, tmp_path):
     with pytest.raises(SystemExit) as exc:
         cli.main(["check", "--nvidia-smi", "a", "--facts", "b", "--backend", "triton"])
     assert exc.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "version,sm,cuda,first_line",
+    [
+        # 0.5.9: ModelOptNvFp4FusedMoEMethod refuses non-Blackwell GPUs for every backend (no marlin choice)
+        ("0.5.9", "90", "12.8", "sweep point refused: --moe-runner-backend auto on sm90"),
+        # 0.5.9: auto stays auto off SM100 and NVFP4 experts run sgl-kernel cutlass_moe_fp4
+        ("0.5.9", "120", "12.8", "supported: --moe-runner-backend auto (runs cutlass) on sm120"),
+        ("0.5.23", "90", "13.0", "supported: --moe-runner-backend auto (runs marlin) on sm90"),
+        ("0.5.23", "120", "13.0", "supported: --moe-runner-backend auto (runs flashinfer_cutlass) on sm120"),
+    ],
+)
+def test_auto_nvfp4_verdict_per_version_follows_the_code(capsys, version, sm, cuda, first_line):
+    rc, out = run(capsys, "--sm", sm, "--backend", "auto", "--quantization", "modelopt_fp4",
+                  "--sglang-version", version, "--cuda-version", cuda)
+    assert out.splitlines()[0].startswith(first_line)
+    assert rc == (1 if first_line.startswith("sweep point refused") else 0)
+    if rc:
+        assert "Please use Blackwell and above." in out and "marlin" not in out

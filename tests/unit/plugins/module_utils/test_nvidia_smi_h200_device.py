@@ -259,28 +259,32 @@ def test_trtllm_nvfp4_refused_on_real_sm90_with_reasons():
     v = evaluate("flashinfer_trtllm")
     assert v["status"] == "unsupported" and v["sm"] == "sm90" and v["quantization"] == "modelopt_fp4"
     rules = {r["rule"]: r for r in v["reasons"]}
-    assert "nvfp4-needs-blackwell" in rules
-    assert "Please use Blackwell and above" in rules["nvfp4-needs-blackwell"]["error"]
-    trtllm = [r for r in v["reasons"] if r["rule"].startswith("trtllm-sm10x-only")]
+    assert "s9-nvfp4-needs-blackwell" in rules
+    assert "Please use Blackwell and above" in rules["s9-nvfp4-needs-blackwell"]["error"]
+    assert v["error"] == rules["s9-nvfp4-needs-blackwell"]["error"]  # model construction comes before the JIT
+    trtllm = [r for r in v["reasons"] if r["rule"].startswith("s9-trtllm-sm10x-only")]
     assert trtllm and "major versions [10]" in trtllm[0]["error"]
     assert all(r["citation"] for r in v["reasons"])
     msg = compat.format_refusal(v)
     assert "flashinfer_trtllm on sm90" in msg and "compatible alternatives:" in msg
-    alts = {a["backend"]: a for a in v["alternatives"]}
-    assert "flashinfer_trtllm" not in alts and "flashinfer_cutlass" not in alts
-    assert alts["auto"]["resolves_to"] == "marlin"
+    # sglang 0.5.9 runs NVFP4 MoE on Blackwell only, whatever the backend: nothing to offer on an H200
+    assert v["alternatives"] == [] and "compatible alternatives: none known" in msg
+    new = {a["backend"]: a for a in evaluate("flashinfer_trtllm", version="0.5.23")["alternatives"]}
+    assert "flashinfer_trtllm" not in new and "flashinfer_cutlass" not in new
+    assert new["auto"]["resolves_to"] == "marlin"
 
 
 def test_cutlass_nvfp4_refused_on_real_sm90():
     v = evaluate("flashinfer_cutlass")
     assert v["status"] == "unsupported"
-    assert "nvfp4-needs-blackwell" in [r["rule"] for r in v["reasons"]]
+    assert "s9-nvfp4-needs-blackwell" in [r["rule"] for r in v["reasons"]]
 
 
 def test_marlin_nvfp4_on_real_sm90():
     assert evaluate("marlin", version="0.5.9")["status"] == "unsupported"  # not a 0.5.9 choice
     assert evaluate("marlin", version="0.5.23")["status"] == "supported"
-    auto = evaluate("auto")
+    assert evaluate("auto", version="0.5.9")["status"] == "unsupported"  # no marlin fallback in 0.5.9
+    auto = evaluate("auto", version="0.5.23")
     assert auto["status"] == "supported" and auto["effective_backend"] == "marlin"
 
 

@@ -1,13 +1,25 @@
-"""The compatibility evaluator against data/compat.yml: the facts of shared/docs/sglang-facts.md §1-§2."""
+"""The compatibility evaluator against data/compat.yml: the whole (backend x SM x quantization x pinned
+version) matrix derived from the wheels (tests/fixtures/compat/), the knowledge base's own rules (a version
+range and public citations on every rule), and the facts that are not in the matrix."""
 
 from __future__ import annotations
 
+import copy
+import csv
+import re
+
 import pytest
+import yaml
+from helpers.paths import FIXTURES, REPO
 
 # isort: split
-from ansible_collections.moesweep.sweep.plugins.plugin_utils import compat
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import compat, sglang_flags
 
 KB = compat.load_kb()
+PINNED = ("0.5.9", "0.5.23")
+MATRIX = list(csv.DictReader((FIXTURES / "compat" / "matrix.csv").open(encoding="utf-8")))
+# the CUDA toolkit of each version's provisioning lane (cu128-sglang-0.5.9, cu130-sglang-0.5.23)
+LANE_TOOLKIT = {"0.5.9": "12.8", "0.5.23": "13.0"}
 SM120_KVM = {
     "sm": "sm120",
     "gpu_count": 8,
@@ -15,62 +27,252 @@ SM120_KVM = {
     "virtualization": {"kind": "vm", "type": "kvm"},
     "cuda_toolkit": {"release": "12.8"},
 }
-SM90 = {"sm": "sm90", "gpu_count": 2, "interconnect": "nvlink", "virtualization": {"kind": "vm"}}
+SM90 = {
+    "sm": "sm90",
+    "gpu_count": 2,
+    "interconnect": "nvlink",
+    "virtualization": {"kind": "vm"},
+    "cuda_toolkit": {"release": "12.8"},
+}
+H200_NO_TOOLKIT = {
+    "sm": "sm90",
+    "gpu_count": 8,
+    "interconnect": "nvlink",
+    "cuda_home": "/usr/local/cuda",
+    "cuda_toolkit": {"nvcc": None, "release": None, "version": None},
+}
 
 
-def ev(backend, quant="modelopt_fp4", version="0.5.9", facts=SM120_KVM, **flags):
-    point = {"backend": backend, "quantization": quant, "sglang_version": version, "flags": flags}
+def ev(backend, quant="modelopt_fp4", version="0.5.9", facts=SM120_KVM, env=None, **flags):
+    point = {
+        "backend": backend,
+        "quantization": quant,
+        "sglang_version": version,
+        "flags": flags,
+        "environment": env or {},
+    }
     return compat.evaluate(point, facts, KB)
 
 
-def test_every_rule_has_a_citation():
-    for section in ("rules", "flags", "advice", "auto_resolution"):
-        for rule in KB[section]:
-            assert rule.get("citation"), rule
+# ------------------------------------------------------------------------------ the whole matrix
+def test_matrix_covers_every_choice_of_each_pinned_version():
+    for version in PINNED:
+        choices = sglang_flags.load_schema(version)["_options"]["--moe-runner-backend"]["choices"]
+        cells = {(r["backend"], r["sm"], r["quantization"]) for r in MATRIX if r["sglang"] == version}
+        assert cells == {
+            (b, sm, q) for b in choices for sm in ("90", "100", "120", "121") for q in ("modelopt_fp4", "fp8", "none")
+        }
 
 
 @pytest.mark.parametrize(
-    "version,error", [("0.5.9", "major versions [10]"), ("0.5.23", "no kernels runnable on sm120")]
+    "cell", MATRIX, ids=lambda r: "{}-{}-sm{}-{}".format(r["sglang"], r["backend"], r["sm"], r["quantization"])
 )
-def test_trtllm_refused_on_sm120_with_error_of_that_version(version, error):
-    v = ev("flashinfer_trtllm", version=version)
-    assert v["status"] == "unsupported" and v["sm"] == "sm120"
-    assert any(error in (r["error"] or "") for r in v["reasons"])
-    assert "flashinfer_cutlass" in [a["backend"] for a in v["alternatives"]]
-    msg = compat.format_refusal(v)
-    assert "flashinfer_trtllm" in msg and "sm120" in msg and "source:" in msg and "alternatives" in msg
+def test_matrix_cell(cell):
+    """Each derived cell: the verdict, what runs, the error the launch hits first, and the citation."""
+    version = cell["sglang"]
+    facts = {"sm": "sm" + cell["sm"], "gpu_count": 8, "cuda_toolkit": {"release": LANE_TOOLKIT[version]}}
+    point = {
+        "backend": cell["backend"],
+        "quantization": None if cell["quantization"] == "none" else cell["quantization"],
+        "sglang_version": version,
+        "flags": {},
+        "environment": {},
+    }
+    v = compat.evaluate(point, facts, KB)
+    assert (v["status"], v["effective_backend"]) == (cell["verdict"], cell["runs"]), cell["note"]
+    assert (v["error"] or "") == cell["error"]
+    assert cell["citation"] in v["citations"]
+    if cell["verdict"] == "unsupported":
+        assert v["stage"] in compat.STAGES and "source: " + cell["citation"] in compat.format_refusal(v)
 
 
-def test_trtllm_nvfp4_refused_on_sm90_marlin_offered():
-    v = ev("flashinfer_trtllm", version="0.5.14", facts=SM90)
-    assert v["status"] == "unsupported"
-    assert {r["rule"] for r in v["reasons"]} >= {"nvfp4-needs-blackwell", "trtllm-sm10x-only"}
-    assert [a["backend"] for a in v["alternatives"]][:2] == ["auto", "marlin"]
+# ------------------------------------------------------------------------------ the knowledge base itself
+def test_kb_is_valid_and_every_rule_is_bounded_to_audited_versions():
+    assert compat.kb_problems(KB) == []
+    assert set(KB["versions"]) == set(PINNED)
+    for section in ("rules", "flags", "auto_resolution"):
+        for rule in KB[section]:
+            rng = rule["sglang"]
+            assert rng["min"] in PINNED and rng["max"] in PINNED, rule["id"] if "id" in rule else rule
+            assert rule["cite"] and all(c in KB["sources"] for c in rule["cite"])
 
 
-def test_trtllm_supported_on_sm100():
-    assert ev("flashinfer_trtllm", version="0.5.23", facts={"sm": "sm100"})["status"] == "supported"
+def test_a_rule_without_a_version_bound_is_refused():
+    broken = copy.deepcopy(KB)
+    broken["rules"][0].pop("sglang")
+    broken["rules"][1]["sglang"] = {"min": "0.5.9"}
+    broken["rules"][2]["sglang"] = {"min": "0.5.9", "max": "0.5.14"}
+    problems = compat.kb_problems(broken)
+    assert any(broken["rules"][0]["id"] in p and "both bounds" in p for p in problems)
+    assert any(broken["rules"][1]["id"] in p and "both bounds" in p for p in problems)
+    assert any(broken["rules"][2]["id"] in p and "0.5.14 is not an audited version" in p for p in problems)
 
 
-def test_cutlass_sm120_cuda128_slow_caveat_and_cuda13_clean():
-    v = ev("flashinfer_cutlass", version="0.5.23")
+def test_unsupported_rules_name_stage_and_error():
+    for rule in KB["rules"] + KB["flags"]:
+        if rule["status"] == "unsupported":
+            assert rule["stage"] in compat.STAGES and rule["error"], rule["id"]
+
+
+def test_citations_are_public_primary_sources_and_no_internal_keys_reach_users():
+    for key, url in KB["sources"].items():
+        assert url.startswith("https://"), key
+        assert re.match(r"^https://github\.com/[^/]+/[^/]+/(blob/(v\d|[0-9a-f]{40})|issues/|pull/)", url) or re.match(
+            r"^https://(github\.com/[^/]+/[^/#]+#|docs\.nvidia\.com/)", url
+        ), (key, url)
+    internal = re.compile(r"\b(S9|S23|S5\.\d+|FI072|FIgit)\b|facts §|sglang-facts|shared/")
+    text = (REPO / "data" / "compat.yml").read_text(encoding="utf-8")
+    assert not internal.search(yaml.safe_dump({k: KB[k] for k in ("rules", "flags", "auto_resolution", "advice")}))
+    assert "facts §" not in text and "/work/" not in text
+    for row in MATRIX:
+        assert not internal.search(row["citation"] + row["error"])
+
+
+def test_a_bad_source_url_is_a_kb_problem():
+    broken = copy.deepcopy(KB)
+    broken["sources"]["s9.nvfp4_platform"] = "S9 srt/layers/quantization/modelopt_quant.py:1334"
+    assert any("s9.nvfp4_platform" in p and "primary-source URL" in p for p in compat.kb_problems(broken))
+
+
+# ------------------------------------------------------------------------------ one owner of the valid names
+def test_valid_backends_come_from_the_flag_schema_only():
+    assert "backends" not in KB
+    for version in PINNED:
+        assert (
+            compat.valid_backends(version)
+            == sglang_flags.load_schema(version)["_options"]["--moe-runner-backend"]["choices"]
+        )
+    assert "marlin" not in compat.valid_backends("0.5.9")
+
+
+def test_unknown_version_is_a_clear_error_naming_the_known_versions():
+    v = ev("flashinfer_cutlass", version="0.5.14")
+    assert v["status"] == "unsupported" and v["reasons"][0]["rule"] == "sglang-version"
+    assert "0.5.14 has no flag schema" in v["reasons"][0]["reason"]
+    assert "known versions: 0.5.9, 0.5.23" in compat.format_refusal(v)
+
+
+def test_version_with_a_schema_but_no_audit_is_unknown():
+    kb = copy.deepcopy(KB)
+    del kb["versions"]["0.5.23"]
+    v = compat.evaluate(
+        {"backend": "flashinfer_cutlass", "quantization": "modelopt_fp4", "sglang_version": "0.5.23"}, SM120_KVM, kb
+    )
+    assert v["status"] == "unknown" and "audits only 0.5.9" in v["reasons"][0]["reason"]
+
+
+def test_unknown_backend_and_quantization_list_choices_of_that_version():
+    v = ev("marlin", version="0.5.9")
+    assert v["status"] == "unsupported" and v["reasons"][0]["rule"] == "backend-choice"
+    reason = v["reasons"][0]["reason"]
+    assert "valid choices" in reason and "flashinfer_cutlass" in reason and "marlin" not in reason.split(":", 1)[1]
+    q = ev("flashinfer_cutlass", quant="modelopt_mixed", version="0.5.9")
+    assert q["status"] == "unsupported" and q["reasons"][0]["rule"] == "quantization-choice"
+
+
+# ------------------------------------------------------------------------------ what `auto` does (reviewer's points)
+def test_auto_nvfp4_on_sm120_runs_sgl_kernel_cutlass_on_059_and_flashinfer_cutlass_on_0523():
+    old = ev("auto", version="0.5.9")
+    assert (old["status"], old["effective_backend"]) == ("supported", "cutlass")
+    assert not any("flashinfer_trtllm" in (r["reason"] or "") for r in old["reasons"])
+    new = ev("auto", version="0.5.23", facts=dict(SM120_KVM, cuda_toolkit={"release": "13.0"}))
+    assert (new["status"], new["effective_backend"]) == ("supported", "flashinfer_cutlass")
+
+
+def test_auto_nvfp4_on_sm90_is_refused_on_059_and_marlin_on_0523():
+    old = ev("auto", version="0.5.9", facts=SM90)
+    assert old["status"] == "unsupported"
+    assert (
+        old["error"]
+        == "ValueError: Current platform does not support NVFP4 quantization. Please use Blackwell and above."
+    )
+    assert "marlin" not in compat.format_refusal(old)
+    new = ev("auto", version="0.5.23", facts=SM90)
+    assert (new["status"], new["effective_backend"]) == ("supported", "marlin")
+
+
+def test_059_refusals_never_offer_marlin():
+    for facts in (SM90, SM120_KVM, {"sm": "sm121", "cuda_toolkit": {"release": "12.8"}}):
+        for backend in compat.valid_backends("0.5.9"):
+            v = ev(backend, version="0.5.9", facts=facts)
+            assert "marlin" not in compat.format_refusal(v)
+
+
+def test_alternatives_are_only_backends_that_run_themselves():
+    v = ev("flashinfer_trtllm", version="0.5.9")
+    alts = {a["backend"]: a for a in v["alternatives"]}
+    assert alts["auto"]["resolves_to"] == "cutlass" and "cutlass" in alts and "flashinfer_cutlass" in alts
+    assert "triton" not in alts and "flashinfer_cutedsl" not in alts  # they fall through to cutlass_moe_fp4
+
+
+# ------------------------------------------------------------------------------ environment and toolkit facts
+def test_flashinfer_cutlass_sm120_120a_caveat_holds_only_without_flashinfer_cuda_arch_list():
+    v = ev("flashinfer_cutlass", version="0.5.9")
     assert v["status"] == "caveat" and any("compute_120a" in w for w in v["warnings"])
-    v13 = ev("flashinfer_cutlass", version="0.5.23", facts=dict(SM120_KVM, cuda_toolkit={"release": "13.0"}))
-    assert v13["status"] == "supported"
+    pinned = ev("flashinfer_cutlass", version="0.5.9", env={"FLASHINFER_CUDA_ARCH_LIST": "12.0f"})
+    assert pinned["status"] == "supported"
 
 
-def test_cutlass_sm90_nvfp4_refused_and_bad_quant_refused():
-    assert ev("flashinfer_cutlass", facts=SM90)["status"] == "unsupported"
-    v = ev("flashinfer_cutlass", quant="mxfp4", version="0.5.23", facts={"sm": "sm100"})
-    assert v["status"] == "unsupported" and v["reasons"][0]["rule"] == "cutlass-fi-quant-assert"
+def test_flashinfer_cutlass_sm120_cuda_version_on_0523():
+    assert ev("flashinfer_cutlass", version="0.5.23")["status"] == "caveat"
+    assert (
+        ev("flashinfer_cutlass", version="0.5.23", facts=dict(SM120_KVM, cuda_toolkit={"release": "13.0"}))["status"]
+        == "supported"
+    )
 
 
-def test_cutedsl_old_sglang_is_mislabelled_caveat_new_sglang_refused_on_sm120():
-    old = ev("flashinfer_cutedsl", version="0.5.9")
-    assert old["status"] == "caveat" and any("cutlass_moe_fp4" in w for w in old["warnings"])
-    assert ev("flashinfer_cutedsl", version="0.5.9", **{"moe-a2a-backend": "deepep"})["status"] != "caveat"
-    assert ev("flashinfer_cutedsl", version="0.5.11")["status"] == "unsupported"
-    assert ev("flashinfer_cutedsl", version="0.5.23", facts={"sm": "sm100"})["status"] == "supported"
+def test_h200_without_cuda_toolkit_warns_for_jit_backends_only():
+    jit = ev("flashinfer_trtllm", quant="fp8", version="0.5.23", facts={**H200_NO_TOOLKIT, "sm": "sm100"})
+    assert jit["status"] == "caveat" and any("Could not find nvcc" in w for w in jit["warnings"])
+    assert any("cpp_ext.py" in c for c in jit["citations"])
+    dg = ev("deep_gemm", quant="fp8", version="0.5.9", facts=H200_NO_TOOLKIT)
+    assert dg["status"] == "caveat" and any(w.startswith("jit-needs-cuda-toolkit") for w in dg["warnings"])
+    assert ev("triton", quant="fp8", version="0.5.9", facts=H200_NO_TOOLKIT)["status"] == "supported"
+    assert ev("deep_gemm", quant="fp8", version="0.5.9", facts=SM90)["status"] == "supported"
+
+
+def test_triton_on_sm121_with_059_needs_a_newer_ptxas():
+    sm121 = {"sm": "sm121", "cuda_toolkit": {"release": "12.9"}}
+    v = ev("triton", quant="fp8", version="0.5.9", facts=sm121)
+    assert v["status"] == "unsupported" and "sm_121a" in v["error"]
+    assert (
+        ev(
+            "triton",
+            quant="fp8",
+            version="0.5.9",
+            facts=sm121,
+            env={"TRITON_PTXAS_PATH": "/usr/local/cuda-12.9/bin/ptxas"},
+        )["status"]
+        == "supported"
+    )
+    assert ev("triton", quant="fp8", version="0.5.23", facts=sm121)["status"] == "supported"
+
+
+def test_experimental_sgl_trtllm_depends_on_its_environment_switch():
+    off = ev("experimental_sgl_trtllm", version="0.5.23", facts={"sm": "sm100", "cuda_toolkit": {"release": "13.0"}})
+    assert off["status"] == "unsupported" and "fused func" in off["error"]
+    on = ev(
+        "experimental_sgl_trtllm",
+        version="0.5.23",
+        facts={"sm": "sm100", "cuda_toolkit": {"release": "13.0"}},
+        env={"SGLANG_EXPERIMENTAL_LORA_OPTI": "1"},
+    )
+    assert on["status"] == "unknown"
+
+
+def test_lora_runners_need_enable_lora():
+    v = ev("lora_triton", quant=None, version="0.5.23")
+    assert v["status"] == "unsupported" and "requires --enable-lora" in v["error"]
+    assert ev("lora_triton", quant=None, version="0.5.23", **{"enable-lora": True})["status"] == "unknown"
+
+
+def test_missing_sm_gives_unknown_not_supported():
+    assert ev("flashinfer_trtllm", version="0.5.9", facts={})["status"] == "unknown"
+
+
+def test_other_quantizations_are_unknown_not_supported():
+    v = ev("triton", quant="awq", version="0.5.9")
+    assert v["status"] == "unknown" and v["reasons"][0]["rule"] == "not-audited"
 
 
 def test_mxfp4():
@@ -79,77 +281,75 @@ def test_mxfp4():
     assert ev("flashinfer_mxfp4", quant="modelopt_fp4", version="0.5.23")["status"] == "unsupported"
 
 
-def test_triton_marlin_cutlass_deep_gemm():
-    assert ev("triton", quant="fp8", version="0.5.9")["status"] == "supported"
-    assert ev("triton", version="0.5.9")["status"] == "unknown"
-    assert ev("marlin", version="0.5.14")["status"] == "supported"
-    v = ev("cutlass", version="0.5.23")
-    assert v["status"] == "unsupported" and "flashinfer_cutlass instead" in v["reasons"][0]["error"]
-    assert ev("cutlass", quant="fp8", version="0.5.23", **{"ep-size": 8})["status"] == "unsupported"
-    assert ev("deep_gemm", quant="fp8", version="0.5.23", facts=SM90)["status"] == "supported"
-
-
-def test_auto_resolution_per_sm_and_version():
-    assert ev("auto", version="0.5.14")["effective_backend"] == "flashinfer_cutlass"
-    old = ev("auto", version="0.5.12")
-    assert old["effective_backend"] == "flashinfer_trtllm" and old["status"] == "unsupported"
-    assert ev("auto", version="0.5.14", facts=SM90)["effective_backend"] == "marlin"
-    assert ev("auto", version="0.5.23", facts={"sm": "sm100"})["effective_backend"] == "flashinfer_trtllm"
-
-
-def test_unknown_backend_lists_choices_of_that_version():
-    v = ev("marlin", version="0.5.9")
-    assert v["status"] == "unsupported"
-    reason = v["reasons"][0]["reason"]
-    assert "valid choices" in reason and "flashinfer_cutlass" in reason and "marlin" not in reason.split(":", 1)[1]
-
-
 def test_backend_as_list_is_refused():
     v = ev(["flashinfer_cutlass", "triton"])
     assert v["status"] == "unsupported" and "one name" in v["reasons"][0]["reason"]
 
 
-def test_flag_facts_per_version():
-    assert ev("flashinfer_cutlass", version="0.5.20", **{"nsa-decode-backend": "trtllm"})["status"] == "unsupported"
-    alias = ev(
-        "flashinfer_cutlass",
-        version="0.5.14",
-        facts=dict(SM120_KVM, cuda_toolkit={"release": "13.0"}),
-        **{"nsa-decode-backend": "trtllm"},
+# ------------------------------------------------------------------------------ flags
+@pytest.mark.parametrize("version", PINNED)
+def test_mem_fraction_static_outside_zero_one(version):
+    facts = dict(SM120_KVM, cuda_toolkit={"release": "13.0"})
+    high = ev("flashinfer_cutlass", version=version, facts=facts, **{"mem-fraction-static": 1.5})
+    assert high["status"] == "unsupported" and high["stage"] == "kv_cache" and "OutOfMemoryError" in high["error"]
+    assert any("model_runner_kv_cache_mixin.py" in c or "kv_cache_configurator.py" in c for c in high["citations"])
+    capped = ev(
+        "flashinfer_cutlass", version=version, facts=facts, **{"mem-fraction-static": 1.5, "max-total-tokens": 200000}
     )
-    assert alias["status"] == "caveat"
-    assert ev("flashinfer_cutlass", version="0.5.8", **{"nsa-prefill-backend": "trtllm"})["status"] == "unsupported"
-    tp = ev("flashinfer_cutlass", version="0.5.9", tp=8)
-    assert any(w.startswith("tp-abbreviation") for w in tp["warnings"])
-    assert ev("flashinfer_cutlass", version="0.5.23", **{"cuda-graph-max-bs": 64})["status"] == "unsupported"
+    assert capped["status"] != "unsupported" and any("not a fraction" in w for w in capped["warnings"])
+    zero = ev("flashinfer_cutlass", version=version, facts=facts, **{"mem-fraction-static": 0})
+    assert zero["status"] == "unsupported"
+    assert ("Not enough memory" if version == "0.5.9" else "Loaded weights leave no GPU memory") in zero["error"]
+    assert "=0" in zero["error"]
+    ok = ev("flashinfer_cutlass", version=version, facts=facts, **{"mem-fraction-static": 0.88})
+    assert not any(r["rule"].startswith("mem-fraction") for r in ok["reasons"])
+
+
+def test_flags_checked_by_the_schema_reach_the_verdict():
+    schema = sglang_flags.load_schema("0.5.23")
+    errors = sglang_flags.validate_flags(schema, {"nsa-decode-backend": "trtllm", "cuda-graph-max-bs": 64})
+    v = compat.evaluate(
+        {"backend": "flashinfer_cutlass", "quantization": "modelopt_fp4", "sglang_version": "0.5.23"},
+        dict(SM120_KVM, cuda_toolkit={"release": "13.0"}),
+        KB,
+        flag_errors=errors,
+    )
+    msg = compat.format_refusal(v)
+    assert v["status"] == "unsupported" and "--dsa-decode-backend" in msg and "ambiguous" in msg
+
+
+def test_allreduce_fusion_per_version():
     noop = ev("flashinfer_cutlass", version="0.5.9", **{"enable-flashinfer-allreduce-fusion": True})
     assert any(w.startswith("allreduce-fusion-noop") for w in noop["warnings"])
-    boom = ev("flashinfer_cutlass", version="0.5.14", **{"enable-flashinfer-allreduce-fusion": True})
-    assert boom["status"] == "unsupported" and "SM90 or SM10X" in boom["reasons"][-1]["error"]
-    assert (
-        ev(
-            "flashinfer_cutlass",
-            version="0.5.14",
-            facts=SM90,
-            quant=None,
-            **{"enable-flashinfer-allreduce-fusion": True},
-        )["status"]
-        == "supported"
+    boom = ev(
+        "flashinfer_cutlass",
+        version="0.5.23",
+        facts=dict(SM120_KVM, cuda_toolkit={"release": "13.0"}),
+        **{"enable-flashinfer-allreduce-fusion": True},
     )
-
-
-def test_missing_sm_gives_unknown_not_supported():
-    v = ev("flashinfer_trtllm", version="0.5.9", facts={})
-    assert v["status"] == "unknown"
+    assert boom["status"] == "unsupported" and "SM90 or SM10X" in boom["error"]
+    h200 = ev("triton", quant=None, version="0.5.23", facts=SM90, **{"enable-flashinfer-allreduce-fusion": True})
+    assert h200["status"] == "supported"
 
 
 def test_nccl_advice_for_pcie_kvm_only():
     adv = ev("flashinfer_cutlass")["advice"]
     assert adv["env"] == {"NCCL_P2P_LEVEL": "PHB", "NCCL_IB_DISABLE": "1"}
-    assert adv["flags"] == ["--disable-custom-all-reduce"]
+    assert adv["flags"] == ["--disable-custom-all-reduce"] and adv["citations"][0].startswith("https://")
     assert ev("flashinfer_trtllm", facts=SM90)["advice"]["env"] == {}
 
 
 def test_mixed_models_warned():
     facts = dict(SM120_KVM, mixed_models=True, gpu_models=["A", "B"])
     assert any("mixed GPU models" in w for w in ev("flashinfer_cutlass", facts=facts)["warnings"])
+
+
+def test_refusal_names_backend_sm_error_source_and_alternatives():
+    v = ev("flashinfer_trtllm", version="0.5.23", facts=dict(SM120_KVM, cuda_toolkit={"release": "13.0"}))
+    msg = compat.format_refusal(v)
+    assert v["status"] == "unsupported" and "flashinfer_trtllm" in msg and "sm120" in msg
+    assert (
+        "no kernels runnable on sm120" in msg
+        and "source: https://github.com/flashinfer-ai/flashinfer/blob/v0.7.2/" in msg
+    )
+    assert "compatible alternatives: auto (-> flashinfer_cutlass)" in msg
