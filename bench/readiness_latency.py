@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Readiness detection delay on a simulated host: from the simulator writing "fired up" (or its
-traceback) to moesweep.sweep.sglang_ready returning, over N restarts each, next to the seeds'
+traceback) to moesweep.sweep.sglang_ready returning, over N restarts each, next to the manual
 loop (grep the log every 5 s) measured on the same restarts.
 
     .venv/bin/python bench/readiness_latency.py [--runs 20]
@@ -33,7 +33,7 @@ def configure(inventory: Path, backend: str, force: bool) -> None:
 
 
 def measure(inventory: Path, host: str, runs: int) -> tuple[list[float], list[float], list[str]]:
-    ours, seed, states = [], [], []
+    ours, grepped, states = [], [], []
     for _ in range(runs):
         captured = {}
 
@@ -48,20 +48,20 @@ def measure(inventory: Path, host: str, runs: int) -> tuple[list[float], list[fl
         if len(stamps) != 2 or "verdict_at" not in verdict:
             print(f"  run failed: {run.hosts[host].failed_msg}", file=sys.stderr)
             continue
-        seed_at, line_at = float(stamps[0]), float(stamps[1])
+        grep_at, line_at = float(stamps[0]), float(stamps[1])
         ours.append(verdict["verdict_at"] - line_at)
-        seed.append(seed_at - line_at)
+        grepped.append(grep_at - line_at)
         states.append(verdict["state"])
-    return ours, seed, states
+    return ours, grepped, states
 
 
-def show(label: str, ours: list[float], seed: list[float], states: list[str]) -> None:
+def show(label: str, ours: list[float], grepped: list[float], states: list[str]) -> None:
     if not ours:
         print(f"{label}: no successful run")
         return
     print(f"{label}: n={len(ours)} states={sorted(set(states))}")
     print(f"  sglang_ready     median {statistics.median(ours) * 1000:8.1f} ms   max {max(ours) * 1000:8.1f} ms")
-    print(f"  seeds' 5 s loop  median {statistics.median(seed) * 1000:8.1f} ms   max {max(seed) * 1000:8.1f} ms")
+    print(f"  grep loop (5 s)  median {statistics.median(grepped) * 1000:8.1f} ms   max {max(grepped) * 1000:8.1f} ms")
 
 
 def main() -> int:

@@ -1,24 +1,31 @@
 # Copyright: moesweep developers
 # Apache License 2.0
-"""Controller-side preflight: refuse an incompatible sweep point before any unit is touched.
+"""Controller-side preflight: plan the launch once, validate it once, and refuse an incompatible sweep
+point before any unit is touched.
 
 Documentation lives in plugins/modules/sglang_preflight.py (action-only module stub)."""
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
-from ansible_collections.moesweep.sweep.plugins.plugin_utils import compat
-
-try:  # the per-version flag schema loader (data/sglang/flags-<V>.json); optional until it lands
-    from ansible_collections.moesweep.sweep.plugins.plugin_utils import sglang_flags
-except ImportError:  # pragma: no cover - depends on the checkout
-    sglang_flags = None
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import compat, launch
 
 ARGUMENT_SPEC = dict(
     backend=dict(type="raw", required=True),
+    point=dict(type="str"),
     quantization=dict(type="str"),
     flags=dict(type="dict", default={}),
-    sglang_version=dict(type="str", required=True),
+    backends=dict(type="dict", default={}),
+    extra_flags=dict(type="dict", default={}),
+    sglang_version=dict(type="str"),
+    provenance=dict(type="dict", default={}),
+    command=dict(type="list", elements="str", default=[]),
+    venv=dict(type="path"),
+    environment=dict(type="dict", default={}),
+    secret_environment_keys=dict(type="list", elements="str", default=[]),
+    api_key_set=dict(type="bool", default=False),
+    home=dict(type="path"),
+    cuda_home=dict(type="path"),
     gpu_facts=dict(type="dict"),
     cuda_version=dict(type="str"),
     force=dict(type="bool", default=False),
@@ -26,48 +33,43 @@ ARGUMENT_SPEC = dict(
 )
 
 
-def flag_schema_errors(version, flags):
-    """Errors from the version's real flag schema, or (None, warning) when it is not available."""
-    if sglang_flags is None:
-        return (
-            None,
-            "flag schema loader (plugin_utils.sglang_flags) not available: flags checked only against compat.yml",
-        )
-    try:
-        schema = sglang_flags.load_schema(version)
-    except (OSError, ValueError, KeyError, LookupError) as exc:
-        return None, "no flag schema for sglang %s (%s): flags checked only against compat.yml" % (version, exc)
-    return list(sglang_flags.validate_flags(schema, flags or {})), None
+def _refusal(msg, launch_plan=None):
+    return dict(changed=False, failed=True, verdict="unsupported", msg=msg, reasons=[], citations=[],
+                alternatives=[], advice={}, forced=False, preflight_warnings=[], launch=launch_plan)
 
 
 def run_preflight(args, task_vars_facts=None):
-    """Pure-ish core shared with tests: returns (result dict, failed bool)."""
+    """Pure core shared with tests and the CLI: returns (result dict, failed bool)."""
     facts = args.get("gpu_facts") or task_vars_facts or {}
     if "moesweep_gpu" in facts:
         facts = facts["moesweep_gpu"]
-    kb = compat.load_kb(args.get("kb_path"))
+    if args.get("point") and args["point"] != args["backend"]:
+        return _refusal(
+            "sweep point %r runs backend %r: the point's variables contradict its name (is "
+            "sglang_server_backend set with -e?). Drop that variable, or sweep over %r."
+            % (args["point"], args["backend"], args["backend"])), True
+    try:
+        plan = launch.plan(args)
+    except launch.LaunchError as exc:
+        return _refusal("sweep point %s: %s" % (args.get("point") or args.get("backend"), exc)), True
     point = {
-        "backend": args["backend"],
-        "quantization": args.get("quantization"),
-        "sglang_version": args["sglang_version"],
+        "backend": plan["backend"],
+        "quantization": plan["flags"].get(launch.QUANT_FLAG),
+        "sglang_version": plan["sglang_version"],
         "cuda_version": args.get("cuda_version"),
-        "flags": args.get("flags") or {},
+        "flags": {k: v for k, v in plan["flags"].items() if k not in (launch.BACKEND_FLAG, launch.QUANT_FLAG)},
+        "environment": plan["environment"],
     }
-    warnings = []
-    flag_errors = None
-    if isinstance(args["backend"], str):
-        flag_errors, warn = flag_schema_errors(args["sglang_version"], point["flags"])
-        if warn:
-            warnings.append(warn)
-    verdict = compat.evaluate(point, facts, kb, flag_errors=flag_errors)
-    warnings = verdict["warnings"] + warnings
+    kb = compat.load_kb(args.get("kb_path"))
+    verdict = compat.evaluate(point, facts, kb, flag_errors=plan["flag_errors"])
+    warnings = list(verdict["warnings"])
     if not facts.get("sm"):
         warnings.append("no gpu_facts with an SM: architecture rules could not be checked")
-    refused = verdict["status"] == "unsupported"
     result = dict(
         changed=False,
         verdict=verdict["status"],
         backend=verdict["backend"],
+        point=plan["point"],
         effective_backend=verdict["effective_backend"],
         sm=verdict["sm"],
         quantization=verdict["quantization"],
@@ -78,9 +80,14 @@ def run_preflight(args, task_vars_facts=None):
         advice=verdict["advice"],
         forced=False,
         preflight_warnings=warnings,
+        launch=plan,
     )
-    if refused:
+    if verdict["status"] == "unsupported":
         result["msg"] = compat.format_refusal(verdict)
+        if plan["flag_errors"]:
+            # a launch the real parser rejects cannot be forced: it would only exit 2
+            result["failed"] = True
+            return result, True
         if args.get("force"):
             result["forced"] = True
             result["msg"] = "FORCED past the preflight (force: true): " + result["msg"]

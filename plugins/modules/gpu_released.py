@@ -90,6 +90,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.moesweep.sweep.plugins.module_utils import nvidia_smi as smi
 from ansible_collections.moesweep.sweep.plugins.module_utils import ports
+from ansible_collections.moesweep.sweep.plugins.module_utils.readiness import poll_until
 
 
 def _snapshot(module, binary, wanted_pids, port):
@@ -137,24 +138,29 @@ def main():
     if not binary or not os.path.exists(binary):
         module.fail_json(msg="no NVIDIA driver found on this host (nvidia-smi not in PATH)", elapsed=0.0)
     wanted = set(p["pids"])
-    start = time.monotonic()
-    while True:
+
+    def observe():
         apps, used, port_holders = _snapshot(module, binary, wanted, p["port"])
-        mem_ok = all(u <= p["max_memory_used_mib"] for u in used)
-        released = not apps and not port_holders and mem_ok
-        elapsed = round(time.monotonic() - start, 3)
-        result = dict(changed=False, released=released, elapsed=elapsed, holders=apps,
-                      port_holders=port_holders, memory_used_mib=used)
-        if released or module.check_mode:
-            module.exit_json(**result)
-        if elapsed >= p["timeout"]:
-            who = ["PID %s (%s) holds %s MiB on GPU %s" % (a["pid"], a["process_name"], a["used_memory_mib"],
-                                                           a["gpu_bus_id"]) for a in apps]
-            who += ["PID %s (%s) listens on port %s" % (h["pid"], h["cmdline"], p["port"]) for h in port_holders]
-            if not who:
-                who = ["GPU memory still in use: %s MiB (limit %s MiB per GPU)" % (used, p["max_memory_used_mib"])]
-            module.fail_json(msg="GPUs not released after %.1f s: %s" % (elapsed, "; ".join(who)), **result)
-        time.sleep(p["poll_interval"])
+        return dict(holders=apps, port_holders=port_holders, memory_used_mib=used)
+
+    def released(seen):
+        return (not seen["holders"] and not seen["port_holders"]
+                and all(u <= p["max_memory_used_mib"] for u in seen["memory_used_mib"]))
+
+    # In check mode the current state is reported once, without waiting.
+    timeout = 0.0 if module.check_mode else p["timeout"]
+    ok, seen, elapsed = poll_until(observe, released, timeout, p["poll_interval"], clock=time.monotonic,
+                                   sleep=time.sleep)
+    result = dict(changed=False, released=ok, elapsed=round(elapsed, 3), **seen)
+    if ok or module.check_mode:
+        module.exit_json(**result)
+    who = ["PID %s (%s) holds %s MiB on GPU %s" % (a["pid"], a["process_name"], a["used_memory_mib"], a["gpu_bus_id"])
+           for a in seen["holders"]]
+    who += ["PID %s (%s) listens on port %s" % (h["pid"], h["cmdline"], p["port"]) for h in seen["port_holders"]]
+    if not who:
+        who = ["GPU memory still in use: %s MiB (limit %s MiB per GPU)" % (seen["memory_used_mib"],
+                                                                         p["max_memory_used_mib"])]
+    module.fail_json(msg="GPUs not released after %.1f s: %s" % (elapsed, "; ".join(who)), **result)
 
 
 if __name__ == "__main__":

@@ -5,35 +5,85 @@
 DOCUMENTATION = r"""
 ---
 module: sglang_preflight
-short_description: Refuse an SGLang MoE sweep point the host cannot run, before the server is touched
+short_description: Plan and validate one SGLang launch; refuse a MoE sweep point the host cannot run
 description:
-  - Checks one sweep point (MoE runner backend, quantization, launch flags, sglang version) against the
-    host's GPU facts (from M(moesweep.sweep.gpu_facts)), the knowledge base C(data/compat.yml) and the
-    version's real flag schema (C(data/sglang/flags-<version>.json)).
+  - Plans the launch of one sweep point once, on the controller - the common flags, the backend's overlay and
+    the extra flags merged; the sglang version (given, or recorded on the host by the sglang_env role); the
+    program; the unit's public environment - and validates the flags against that version's real argparse
+    schema (C(data/sglang/flags-<version>.json)). This is the only place a launch is validated.
+  - Checks the point (MoE runner backend, quantization, flags, environment, sglang version) against the
+    host's GPU facts (from M(moesweep.sweep.gpu_facts)) and the knowledge base C(data/compat.yml).
   - Fails with a message naming the backend, the SM, the reason, the error the launch would hit, the
     citation and the compatible alternatives when the point is unsupported.
   - Caveats (the point runs but e.g. is mislabelled or slow) are returned as warnings, never silently.
   - Suggests NCCL/launch settings from the facts (e.g. PCIe-only GPUs in a KVM guest) as O(advice) only.
+  - Returns the planned launch (C(launch)) - argv, command line, ExecStart lines, port, environment - which the
+    server role's unit template renders as is. Secrets never enter it.
   - Runs on the controller; makes no change on the host.
 version_added: 0.1.0
 author:
   - moesweep developers
+extends_documentation_fragment:
+  - moesweep.sweep.attributes
 options:
   backend:
-    description: The C(--moe-runner-backend) value; one name (a list is refused).
+    description:
+      - The sweep point's backend - a key of O(backends) or a C(--moe-runner-backend) choice of the version; one
+        name (a list is refused). A point named after a choice must run that choice.
     type: raw
     required: true
+  point:
+    description: The name the sweep gave this point; it must equal O(backend) (catches variables that contradict it).
+    type: str
   quantization:
-    description: The C(--quantization) value (e.g. V(modelopt_fp4)); omit for an unquantized (bf16) checkpoint.
+    description: The C(--quantization) value (e.g. V(modelopt_fp4)); may also be given in O(flags).
     type: str
   flags:
-    description: The other launch flags, name (with or without leading dashes) to value.
+    description: The common launch flags, name (without leading dashes) to value.
+    type: dict
+    default: {}
+  backends:
+    description: "Per-backend overlays: name to C({flags: {...}, remove: [...]})."
+    type: dict
+    default: {}
+  extra_flags:
+    description: Flags merged last, after the overlay.
     type: dict
     default: {}
   sglang_version:
-    description: The sglang version installed on the host (the provenance fact).
+    description: The sglang version on the host. Empty means the one recorded in O(provenance).
     type: str
-    required: true
+  provenance:
+    description: The host's provenance record (C(/etc/moesweep/provenance.json), written by the sglang_env role).
+    type: dict
+    default: {}
+  command:
+    description: Program words of ExecStart before the flags. Empty means C(<venv>/bin/python -m sglang.launch_server).
+    type: list
+    elements: str
+    default: []
+  venv:
+    description: Virtual environment holding sglang (used when O(command) is empty).
+    type: path
+  environment:
+    description: The public part of the unit's environment (no secrets).
+    type: dict
+    default: {}
+  secret_environment_keys:
+    description: Names of secret environment variables the unit also gets (their values never reach this plugin).
+    type: list
+    elements: str
+    default: []
+  api_key_set:
+    description: The server gets an API key; the launch then passes C(--api-key ${SGLANG_API_KEY}).
+    type: bool
+    default: false
+  home:
+    description: Writable HOME of the service (JIT caches); sets C(HOME), C(SGLANG_CACHE_DIR), C(FLASHINFER_WORKSPACE_BASE).
+    type: path
+  cuda_home:
+    description: CUDA_HOME of the unit. Empty means the one in O(provenance), else C(/usr/local/cuda).
+    type: path
   gpu_facts:
     description:
       - The facts returned by M(moesweep.sweep.gpu_facts) (C(ansible_facts.moesweep_gpu)).
@@ -43,7 +93,7 @@ options:
     description: CUDA toolkit release used for JIT (nvcc in CUDA_HOME); defaults to the facts' C(cuda_toolkit.release).
     type: str
   force:
-    description: Proceed past a refusal; the result records C(forced=true).
+    description: Proceed past a compatibility refusal; the result records C(forced=true). A flag error cannot be forced.
     type: bool
     default: false
   kb_path:
@@ -51,15 +101,17 @@ options:
     type: path
 attributes:
   action:
+    description: Indicates this has a corresponding action plugin so some parts of the work happen on the controller.
     support: full
   check_mode:
     support: full
   diff_mode:
     support: none
   platform:
+    description: Target OS/families that can be operated against.
     platforms: posix
 notes:
-  - The knowledge base is data; every entry carries its citation (sglang/flashinfer wheel file:line or upstream issue/PR).
+  - The knowledge base is data; every entry carries its citation (sglang/flashinfer source at a version, or an upstream issue/PR).
 seealso:
   - module: moesweep.sweep.gpu_facts
 """
@@ -156,4 +208,55 @@ forced:
   returned: always
   type: bool
   sample: false
+point:
+  description: The sweep point's name (O(backend) as given).
+  returned: always
+  type: str
+  sample: flashinfer_cutlass
+launch:
+  description: The planned launch, rendered by the server role as is. Null when it could not be planned.
+  returned: always
+  type: dict
+  contains:
+    sglang_version:
+      description: The version whose schema validated the launch.
+      type: str
+      sample: 0.5.9
+    backend:
+      description: The C(--moe-runner-backend) the launch runs.
+      type: str
+      sample: flashinfer_cutlass
+    flags:
+      description: The effective flags (common, overlay, extra).
+      type: dict
+    argv:
+      description: ExecStart as a list (an API key appears as C(${SGLANG_API_KEY})).
+      type: list
+      elements: str
+    command_line:
+      description: The launch as a person would type it.
+      type: str
+      sample: /opt/moesweep/venvs/sglang/bin/python -m sglang.launch_server --model-path lukealonso/GLM-5-NVFP4 --tp-size 8
+    exec_lines:
+      description: ExecStart split into lines, escaped for systemd.
+      type: list
+      elements: str
+    port:
+      description: The server port.
+      type: int
+      sample: 8000
+    host:
+      description: The address the server binds.
+      type: str
+      sample: 0.0.0.0
+    environment:
+      description: The unit's public environment (secrets left out).
+      type: dict
+    secret_environment_keys:
+      description: Names of the secret variables the environment file also carries.
+      type: list
+      elements: str
+    launch_hash:
+      description: sha256 of argv, public environment and secret names (what identifies the launch).
+      type: str
 """

@@ -10,18 +10,28 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: sglang_ready
-short_description: Wait until an SGLang server unit is ready, or say why it is not
+short_description: Start an SGLang server unit and wait until it is ready, or say why it is not
 description:
-  - Runs on the target. Follows the unit's journal from a cursor taken before the start (never an older
-    line), polls the HTTP health endpoint (refused, then 503, then 200) and watches the systemd unit.
+  - Runs on the target. Judges one run of the unit, identified by its systemd C(InvocationID). Every line
+    that run wrote to the journal is read (never a line of an older run), the HTTP health endpoint is
+    probed (refused, then 503, then 200) in a background thread so a slow C(/health) never blocks the
+    journal watch, and the unit's state is watched.
+  - With O(start=true) the unit is started first when it is not running. Without it, a unit found running
+    is judged on its whole current run. A server still loading is waited for, and a server whose log
+    says ready but whose health endpoint no longer answers is reported as up but not serving (phase
+    C(serving)), so the caller can restart it.
   - Returns C(ready), C(crashed) with a cause, C(hang) (no log progress for O(stall_timeout) while
-    starting), or C(timeout); always with the phase timeline and C(elapsed).
+    starting, or a ready server that stopped answering), C(timeout), or C(stopped) (the unit never ran);
+    always with the phase timeline and C(elapsed).
   - A slow JIT compile or CUDA graph capture that still prints progress (tqdm, compiler lines) is not a
     hang. Health-check access lines written by this module's own polling are not progress.
-  - The log classifier is M(moesweep.sweep) module_utils C(sglang_log), the same one C(moesweep classify-log)
-    runs on saved logs.
+  - The log classifier is the collection's module_utils C(sglang_log), the same one C(moesweep classify-log)
+    runs on saved logs; the wait loop is module_utils C(readiness).
 version_added: "0.1.0"
 author: moesweep contributors
+extends_documentation_fragment:
+  - moesweep.sweep.attributes
+  - moesweep.sweep.attributes.IDEMPOTENT
 options:
   unit:
     description:
@@ -29,12 +39,12 @@ options:
         unit type suffix is given. Only the characters systemd allows in unit names are accepted.
     type: str
     required: true
-  cursor:
+  start:
     description:
-      - Journal cursor taken before the unit was started (C(journalctl --show-cursor -n 0)). Only
-        entries after it are read, so a previous run's log can never decide this wait.
-      - When omitted, only entries written after the module starts are read.
-    type: str
+      - Start the unit (C(systemctl start)) when it is not running, then wait for that run.
+      - When V(false), nothing is started; a unit that is not running is judged on its last run.
+    type: bool
+    default: false
   host:
     description: Address the server listens on, for the health probe.
     type: str
@@ -47,6 +57,13 @@ options:
     description: HTTP path polled for readiness. SGLang returns 503 until warmup succeeds, then 200.
     type: str
     default: /health
+  health_timeout:
+    description:
+      - Seconds one health probe may take. SGLang's C(/health) sleeps 1 s and then waits up to
+        C(SGLANG_HEALTH_CHECK_TIMEOUT) (20 s) for a one-token generation before it answers, so the
+        default outlasts that.
+    type: float
+    default: 25
   timeout:
     description: Seconds to wait in total before giving up with C(state=timeout). Must be greater than 0.
     type: float
@@ -69,46 +86,40 @@ options:
     type: bool
     default: true
 notes:
-  - Check mode is a no-op waiter: nothing is read, C(waited=false) is returned.
-  - Not idempotent in the usual sense: it changes nothing and always reports C(changed=false).
+  - In check mode nothing is started or read; C(changed) says whether O(start=true) would start the unit.
 attributes:
   check_mode:
     support: full
   diff_mode:
     support: none
+  idempotent:
+    support: full
+    details: Starts the unit only when it is not running; a running unit is only observed.
 seealso:
   - module: ansible.builtin.wait_for
+  - module: moesweep.sweep.gpu_released
 """
 
 EXAMPLES = r"""
-- name: Take the journal cursor before starting SGLang
-  ansible.builtin.command: journalctl --show-cursor -n 0 -o cat
-  register: __cursor
-  changed_when: false
-
-- name: Start the server
-  ansible.builtin.systemd_service:
-    name: sglang.service
-    state: started
-
-- name: Wait for SGLang (fails with cause and decisive line on a crash, hang or timeout)
+- name: Start SGLang and wait (fails with cause and decisive line on a crash, hang or timeout)
   moesweep.sweep.sglang_ready:
     unit: sglang.service
-    cursor: "{{ __cursor.stdout | regex_search('-- cursor: (.*)', '\\1') | first }}"
+    start: true
     port: 30000
     timeout: 1200
     stall_timeout: 300
 
-- name: Branch on the outcome instead of failing
+- name: Judge the server that is already running, branching on the outcome
   moesweep.sweep.sglang_ready:
     unit: sglang.service
+    port: 30000
     fail_on_error: false
   register: __ready
 """
 
 RETURN = r"""
 state:
-  description: C(ready), C(crashed), C(hang) or C(timeout). Null in check mode.
+  description: C(ready), C(crashed), C(hang), C(timeout) or C(stopped). Null in check mode.
   returned: always
   type: str
   sample: crashed
@@ -125,12 +136,12 @@ phase:
   type: str
   sample: cuda_graph
 after_ready:
-  description: Whether the crash happened after the server had been ready.
+  description: Whether the failure happened after the server had been ready.
   returned: always
   type: bool
   sample: false
 decisive_line:
-  description: The log line that decided the verdict (the exception line for a crash).
+  description: The log line (or observation) that decided the verdict (the exception line for a crash).
   returned: always
   type: str
   sample: "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
@@ -148,6 +159,16 @@ elapsed:
   returned: always
   type: float
   sample: 73.4
+started:
+  description: Whether this task started the unit.
+  returned: always
+  type: bool
+  sample: true
+invocation_id:
+  description: The systemd InvocationID of the run that was judged (null when the unit never ran).
+  returned: always
+  type: str
+  sample: 553f7b6e4b6b437d80a3bf9fa38b34ae
 health_sequence:
   description: Observed health results in order, repeats compressed.
   returned: always
@@ -181,261 +202,48 @@ msg:
   type: str
 """
 
-import errno
-import json
-import os
-import re
-import select
-import socket
-import subprocess
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
-from ansible.module_utils.six.moves.urllib.request import Request, urlopen
-from ansible_collections.moesweep.sweep.plugins.module_utils.sglang_log import SglangLogClassifier
+from ansible_collections.moesweep.sweep.plugins.module_utils.readiness import (
+    DEFAULT_HEALTH_TIMEOUT,
+    HealthProber,
+    JournalFollower,
+    Waiter,
+    parse_show,
+    probe_health,
+    unit_running,
+    validate_unit,
+)
 
-# systemd.unit(5): names are [A-Za-z0-9:_.\\-] plus one "@" for templates; at most 255 characters.
-UNIT_RE = re.compile(r"^[A-Za-z0-9:_.\\-]+(@[A-Za-z0-9:_.\\-]*)?$")
-UNIT_SUFFIXES = (".service", ".scope")
-SHOW_PROPS = ("ActiveState", "SubState", "ExecMainCode", "ExecMainStatus", "NRestarts", "MainPID")
-CRASH_GRACE = 0.5  # seconds to keep reading after a crash marker, to collect the traceback and cause
-
-
-def validate_unit(unit):
-    """Return (normalised unit, error message or None)."""
-    if not unit or len(unit) > 255 or not UNIT_RE.match(unit) or unit.startswith("-"):
-        return unit, "unit %r is not a valid systemd unit name" % (unit,)
-    if not unit.endswith(UNIT_SUFFIXES):
-        if "." in unit.rsplit("@", 1)[-1] and not unit.endswith("@"):
-            return unit, "unit %r: only .service units can run SGLang" % (unit,)
-        unit += ".service"
-    return unit, None
+SHOW = ("ActiveState", "SubState", "ExecMainCode", "ExecMainStatus", "NRestarts", "MainPID", "InvocationID")
 
 
-def compress(seq):
-    out = []
-    for code in seq:
-        if out and out[-1]["code"] == code:
-            out[-1]["count"] += 1
-        else:
-            out.append({"code": code, "count": 1})
-    return out
-
-
-def parse_show(text):
-    props = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            props[key.strip()] = value.strip()
-    return props
-
-
-class JournalFollower:
-    """``journalctl -u UNIT --after-cursor C -o json --follow`` as a child, read without blocking."""
-
-    def __init__(self, journalctl, unit, cursor):
-        cmd = [journalctl, "-u", unit, "-o", "json", "--follow", "--no-pager", "--output-fields=MESSAGE"]
-        if cursor:
-            cmd += ["--after-cursor", cursor]
-        else:
-            cmd += ["--lines=0"]
-        env = dict(os.environ, LC_ALL="C", SYSTEMD_PAGER="")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-        self.fd = self.proc.stdout.fileno()
-        os.set_blocking(self.fd, False)
-        self._buf = b""
-
-    def wait_readable(self, timeout):
-        try:
-            ready, _, _ = select.select([self.fd], [], [], max(0.0, timeout))
-        except (OSError, ValueError):
-            return False
-        return bool(ready)
-
-    def read_messages(self):
-        """Every complete entry available now, as text messages."""
-        while True:
-            try:
-                chunk = os.read(self.fd, 65536)
-            except OSError as exc:
-                if exc.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
-                    break
-                raise
-            if not chunk:
-                break
-            self._buf += chunk
-        lines = self._buf.split(b"\n")
-        self._buf = lines.pop()
-        out = []
-        for raw in lines:
-            if not raw.strip():
-                continue
-            try:
-                entry = json.loads(raw.decode("utf-8", "replace"))
-            except ValueError:
-                continue
-            msg = entry.get("MESSAGE")
-            if isinstance(msg, list):  # journald stores non-UTF-8 messages as a byte array
-                msg = bytes(b & 0xFF for b in msg).decode("utf-8", "replace")
-            if msg is not None:
-                out.append(str(msg))
-        return out
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-def probe_health(url, api_key, timeout):
-    """200 / 503 / other HTTP code, or 'refused' / 'timeout' / 'error'."""
-    headers = {"Authorization": "Bearer %s" % api_key} if api_key else {}
-    try:
-        resp = urlopen(Request(url, headers=headers), timeout=timeout)
-        code = resp.getcode()
-        resp.close()
-        return code
-    except HTTPError as exc:
-        return exc.code
-    except URLError as exc:
-        reason = getattr(exc, "reason", None)
-        if isinstance(reason, ConnectionRefusedError) or "refused" in str(reason).lower():
-            return "refused"
-        if isinstance(reason, socket.timeout):
-            return "timeout"
-        return "error"
-    except ConnectionRefusedError:
-        return "refused"
-    except (socket.timeout, TimeoutError):
-        return "timeout"
-    except (OSError, ValueError):
-        return "error"
-
-
-class Waiter:
-    """Readiness as pure predicates over what was observed, on a monotonic clock (model: kubernetes.core
-    waiter). Sources are injected so the loop can be driven by recorded logs in tests."""
-
-    def __init__(self, journal, health, unit_state, clock=time.monotonic, timeout=900.0, stall_timeout=300.0,
-                 poll_interval=0.1):
-        self.journal = journal
-        self.health = health
-        self.unit_state = unit_state
-        self.clock = clock
-        self.timeout = timeout
-        self.stall_timeout = stall_timeout
-        self.poll_interval = poll_interval
-        self.classifier = SglangLogClassifier()
-        self.health_seen = []
-        self.last_unit = {}
-        self.lines = 0
-
-    def _drain(self, now):
-        for msg in self.journal.read_messages():
-            self.lines += 1
-            self.classifier.feed(msg, t=now)
-
-    @staticmethod
-    def _unit_gone(props):
-        return props.get("ActiveState") in ("failed", "inactive") or (
-            props.get("ActiveState") == "deactivating"
-        )
-
-    def _stalled(self, offset):
-        # No line at all since the start counts from the start.
-        if self.classifier.last_progress is None:
-            return offset >= self.stall_timeout
-        return self.classifier.stalled(offset, self.stall_timeout)
-
-    def run(self):
-        start = self.clock()
-        last_poll = None
-        crash_seen_at = None
-        while True:
-            now = self.clock()
-            self._drain(now - start)
-            c = self.classifier
-            if c.state == "crashed":
-                if crash_seen_at is None:
-                    crash_seen_at = now
-                if c.crash_settled or now - crash_seen_at >= CRASH_GRACE:
-                    return "crashed", now - start
-            elif c.state == "ready" and c.ready_seen:
-                return "ready", now - start
-            if last_poll is None or now - last_poll >= self.poll_interval * 0.999:
-                last_poll = now
-                code = self.health()
-                self.health_seen.append(code)
-                if code == 200 and c.state != "crashed":
-                    self._drain(self.clock() - start)
-                    if self.classifier.state != "crashed":
-                        return "ready", self.clock() - start
-                props = self.unit_state()
-                if props:
-                    self.last_unit = props
-                if props and self._unit_gone(props):
-                    # The process is gone: read what it wrote last, then decide from the log and systemd.
-                    settle = self.clock()
-                    while self.clock() - settle < CRASH_GRACE:
-                        if self.journal.wait_readable(0.05):
-                            self._drain(self.clock() - start)
-                        elif c.crash_settled:
-                            break
-                    self.classifier.finish()
-                    return "crashed", self.clock() - start
-            if c.state == "starting" and self._stalled(now - start):
-                return "hang", now - start
-            if now - start >= self.timeout:
-                return "timeout", now - start
-            wait = self.poll_interval - (self.clock() - last_poll)
-            self.journal.wait_readable(min(max(wait, 0.001), self.poll_interval))
-
-    def result(self, state, elapsed):
-        r = self.classifier.result()
-        out = {
-            "state": state,
-            "cause": r["cause"],
-            "phase": r["phase"],
-            "after_ready": r["after_ready"],
-            "decisive_line": r["decisive_line"],
-            "traceback": r["traceback"],
-            "timeline": r["timeline"],
-            "elapsed": round(elapsed, 3),
-            "health_sequence": compress(self.health_seen),
-            "unit_state": self.last_unit,
-            "lines_read": self.lines,
-        }
-        if state == "ready":
-            out.update(cause=None, after_ready=False, traceback=None)
-            if not r["decisive_line"]:
-                out["decisive_line"] = "health endpoint answered 200"
-        elif state == "crashed" and r["state"] != "crashed":
-            # systemd says the process is gone but the log had no crash marker: killed or plain exit.
-            code = str(self.last_unit.get("ExecMainCode", ""))
-            status = str(self.last_unit.get("ExecMainStatus", ""))
-            out["cause"] = "killed" if code in ("2", "3") else "other"
-            out["after_ready"] = r["state"] == "ready"
-            out["decisive_line"] = "unit %s: ExecMainCode=%s ExecMainStatus=%s" % (
-                self.last_unit.get("ActiveState", "?"), code, status)
-        elif state in ("hang", "timeout"):
-            out.update(cause=None, after_ready=False)
-        return out
+def summary(unit, state, result, stall_timeout, timeout):
+    if state == "ready":
+        return "%s is ready after %.1f s" % (unit, result["elapsed"])
+    if state == "crashed":
+        return "%s crashed (%s) %s after %.1f s: %s" % (
+            unit, result["cause"], "after ready" if result["after_ready"] else "during " + str(result["phase"]),
+            result["elapsed"], result["decisive_line"])
+    if state == "hang":
+        if result.get("after_ready"):
+            return "%s is up but not serving: %s" % (unit, result["decisive_line"])
+        return "%s hung in %s: no log line for %s s" % (unit, result["phase"], stall_timeout)
+    if state == "stopped":
+        return "%s is not running and has not run since boot" % unit
+    return "%s not ready after %s s (phase %s)" % (unit, timeout, result["phase"])
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             unit=dict(type="str", required=True),
-            cursor=dict(type="str"),
+            start=dict(type="bool", default=False),
             host=dict(type="str", default="127.0.0.1"),
             port=dict(type="int", default=30000),
             health_path=dict(type="str", default="/health"),
+            health_timeout=dict(type="float", default=DEFAULT_HEALTH_TIMEOUT),
             timeout=dict(type="float", default=900.0),
             stall_timeout=dict(type="float", default=300.0),
             poll_interval=dict(type="float", default=0.1),
@@ -446,68 +254,71 @@ def main():
     )
     p = module.params
     empty = dict(state=None, cause=None, phase=None, after_ready=False, decisive_line=None, traceback=None,
-                 timeline={}, elapsed=0.0, health_sequence=[], unit_state={}, lines_read=0)
+                 timeline={}, elapsed=0.0, health_sequence=[], unit_state={}, lines_read=0, started=False,
+                 invocation_id=None)
     unit, err = validate_unit(p["unit"])
     if err:
         module.fail_json(msg=err, waited=False, **empty)
-    for name in ("timeout", "stall_timeout", "poll_interval"):
+    for name in ("timeout", "stall_timeout", "poll_interval", "health_timeout"):
         if p[name] is None or p[name] <= 0:
             module.fail_json(msg="%s must be greater than 0, got %s" % (name, p[name]), waited=False, **empty)
     if not 0 < p["port"] < 65536:
         module.fail_json(msg="port must be 1-65535, got %s" % p["port"], waited=False, **empty)
-    if p["cursor"] is not None and ("\n" in p["cursor"] or not p["cursor"].strip()):
-        module.fail_json(msg="cursor must be one journal cursor string", waited=False, **empty)
     path = p["health_path"] if p["health_path"].startswith("/") else "/" + p["health_path"]
 
+    systemctl = module.get_bin_path("systemctl", required=True)
+
+    def unit_state():
+        rc, out, _err = module.run_command([systemctl, "show", unit, "-p", ",".join(SHOW)],
+                                           environ_update={"LC_ALL": "C"})
+        return parse_show(out) if rc == 0 else {}
+
+    before = unit_state()
+    will_start = p["start"] and not unit_running(before)
     if module.check_mode:
-        module.exit_json(changed=False, waited=False, msg="check mode: did not wait for %s" % unit, **empty)
+        module.exit_json(changed=will_start, waited=False,
+                         msg="check mode: would %s %s" % ("start and wait for" if will_start else "wait for", unit),
+                         **empty)
 
     journalctl = module.get_bin_path("journalctl", required=True)
-    systemctl = module.get_bin_path("systemctl", required=True)
+    started = time.monotonic()
+    if will_start:
+        rc, out, err = module.run_command([systemctl, "start", unit], environ_update={"LC_ALL": "C"})
+        if rc != 0:
+            module.fail_json(msg="systemctl start %s failed: %s" % (unit, (err or out).strip()), rc=rc,
+                             waited=False, **dict(empty, unit_state=unit_state()))
+        before = unit_state()
+    invocation = before.get("InvocationID") or ""
+    if not invocation:
+        result = dict(empty, state="stopped", unit_state=before, waited=True)
+        result["msg"] = summary(unit, "stopped", result, p["stall_timeout"], p["timeout"])
+        if p["fail_on_error"]:
+            module.fail_json(changed=False, **result)
+        module.exit_json(changed=False, **result)
+
     host = p["host"]
     if ":" in host and not host.startswith("["):
         host = "[%s]" % host
-    url = "http://%s:%d%s" % (host, p["port"], path)
-    probe_timeout = min(1.0, max(0.2, p["poll_interval"] * 5))
-
-    def unit_state():
-        rc, out, _err = module.run_command(
-            [systemctl, "show", unit, "-p", ",".join(SHOW_PROPS)], environ_update={"LC_ALL": "C"}
-        )
-        return parse_show(out) if rc == 0 else {}
-
-    started = time.monotonic()
-    journal = JournalFollower(journalctl, unit, p["cursor"])
+    prober = HealthProber("http://%s:%d%s" % (host, p["port"], path), p["api_key"], timeout=p["health_timeout"],
+                          interval=p["poll_interval"], probe=probe_health).start()
+    journal = JournalFollower(journalctl, invocation)
     try:
-        waiter = Waiter(
-            journal,
-            lambda: probe_health(url, p["api_key"], probe_timeout),
-            unit_state,
-            timeout=p["timeout"],
-            stall_timeout=p["stall_timeout"],
-            poll_interval=p["poll_interval"],
-        )
+        waiter = Waiter(journal, prober, unit_state, timeout=p["timeout"], stall_timeout=p["stall_timeout"],
+                        poll_interval=p["poll_interval"], confirm_with_health=not will_start,
+                        health_timeout=p["health_timeout"])
         state, _elapsed = waiter.run()
         verdict_at = time.time()
         result = waiter.result(state, time.monotonic() - started)
         result["verdict_at"] = round(verdict_at, 6)
     finally:
+        prober.stop()
         journal.close()
 
-    result["waited"] = True
-    if state == "ready":
-        msg = "%s is ready after %.1f s" % (unit, result["elapsed"])
-    elif state == "crashed":
-        msg = "%s crashed (%s) %s after %.1f s: %s" % (
-            unit, result["cause"], "after ready" if result["after_ready"] else "during " + str(result["phase"]),
-            result["elapsed"], result["decisive_line"])
-    elif state == "hang":
-        msg = "%s hung in %s: no log line for %s s" % (unit, result["phase"], p["stall_timeout"])
-    else:
-        msg = "%s not ready after %s s (phase %s)" % (unit, p["timeout"], result["phase"])
+    result.update(waited=True, started=will_start, invocation_id=invocation)
+    result["msg"] = summary(unit, state, result, p["stall_timeout"], p["timeout"])
     if state != "ready" and p["fail_on_error"]:
-        module.fail_json(msg=msg, changed=False, **result)
-    module.exit_json(msg=msg, changed=False, **result)
+        module.fail_json(changed=will_start, **result)
+    module.exit_json(changed=will_start, **result)
 
 
 if __name__ == "__main__":

@@ -427,38 +427,46 @@ def default_inventory_path(cluster: str) -> Path:
     return STATE_DIR / "clusters" / cluster / "inventory.yml"
 
 
-def render_inventory(hosts: list[Host], key: Path) -> str:
-    lines = [
-        "---",
-        "# Written by `moesweep sim up`: SIMULATED GPU hosts (systemd-nspawn, no GPU).",
-        "# Regenerated on every `sim up`; `moesweep sim down` removes it.",
-        "all:",
-        "  children:",
-        "    gpu_hosts:",
-        "      hosts:",
-    ]
+SIM_COMMAND = ["/opt/moesweep-sim/bin/sglang-sim"]
+SIM_TOKENIZER = "/opt/moesweep-sim/tokenizer"
+INVENTORY_HEADER = (
+    "---\n"
+    "# Written by `moesweep sim up`: SIMULATED GPU hosts (systemd-nspawn, no GPU).\n"
+    "# Regenerated on every `sim up`; `moesweep sim down` removes it.\n"
+)
+
+
+def inventory_data(hosts: list[Host], key: Path) -> dict:
+    """The inventory of simulated hosts: group gpu_hosts, each host's simulated profile, and the role
+    variables that differ from a real host (ExecStart runs the simulator; its sglang version is declared)."""
+    members = {}
     for h in hosts:
-        lines += [
-            f"        {h.name}:",
-            f"          ansible_host: {h.address}",
-            f"          moesweep_sim_gpu_model: {h.gpu_model}",
-            f"          moesweep_sim_gpu_count: {h.gpu_count}",
-            f"          moesweep_sim_sglang_version: \"{h.sglang_version}\"",
-            f"          moesweep_sim_cuda_toolkits: {json.dumps(h.cuda_toolkits)}",
-            f"          moesweep_sim_gateway: {h.gateway}",
-            f"          moesweep_sglang_version: \"{h.sglang_version}\"",
-        ]
-    lines += [
-        "      vars:",
-        "        ansible_user: root",
-        f"        ansible_ssh_private_key_file: {key}",
-        "        ansible_python_interpreter: /usr/bin/python3",
-        "        moesweep_simulated: true",
-        "        # The only difference from a real host's unit: ExecStart runs the simulator.",
-        "        moesweep_sglang_command: [/opt/moesweep-sim/bin/sglang-sim]",
-        "",
-    ]
-    return "\n".join(lines)
+        members[h.name] = {
+            "ansible_host": h.address,
+            "moesweep_sim_gpu_model": h.gpu_model,
+            "moesweep_sim_gpu_count": h.gpu_count,
+            "moesweep_sim_sglang_version": h.sglang_version,
+            "moesweep_sim_cuda_toolkits": list(h.cuda_toolkits),
+            "moesweep_sim_gateway": h.gateway,
+            "sglang_server_sglang_version": h.sglang_version,
+        }
+    return {"all": {"children": {"gpu_hosts": {
+        "hosts": members,
+        "vars": {
+            "ansible_user": "root",
+            "ansible_ssh_private_key_file": str(key),
+            "ansible_python_interpreter": "/usr/bin/python3",
+            "moesweep_simulated": True,
+            "sglang_server_command": list(SIM_COMMAND),
+            "sglang_bench_tokenizer": SIM_TOKENIZER,
+        },
+    }}}}
+
+
+def render_inventory(hosts: list[Host], key: Path) -> str:
+    import yaml
+
+    return INVENTORY_HEADER + yaml.safe_dump(inventory_data(hosts, key), sort_keys=False, default_flow_style=False)
 
 
 # ---------------------------------------------------------------- public API

@@ -1,0 +1,406 @@
+# -*- coding: utf-8 -*-
+# Copyright: moesweep contributors
+# Apache License 2.0 (see galaxy.yml)
+"""The readiness engine: follow one run of a systemd unit's journal, probe the HTTP health endpoint
+and the unit's state, and decide ready / crashed / hang / timeout (after kubernetes.core's waiter:
+pure predicates on a monotonic clock, sources injected so tests drive it with recorded logs).
+
+One wait idiom for the collection: ``Waiter`` for readiness, ``poll_until`` for bounded polls of
+simpler conditions (GPU and port release). Both take the clock and the sleep as arguments.
+
+Which log lines belong to the server run being judged is decided once, here: the unit's
+``InvocationID`` (systemd gives every start of a unit a new one and journald stamps each line the
+unit's processes write with it as ``_SYSTEMD_INVOCATION_ID``; systemd.exec(5), systemd.journal-fields(7)).
+A previous run's shutdown lines can never be read as the new run's, and a unit found running is
+judged on everything its current run wrote, so its real phase is known.
+
+Stdlib only; runs on the target (Python 3.9+).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import errno
+import json
+import os
+import re
+import select
+import socket
+import subprocess
+import threading
+import time
+
+try:  # Python 3
+    from urllib.error import HTTPError, URLError
+    from urllib.request import Request, urlopen
+except ImportError:  # pragma: no cover - Python 2 is not supported on targets
+    raise
+
+from ansible_collections.moesweep.sweep.plugins.module_utils.sglang_log import SglangLogClassifier
+
+# systemd.unit(5): names are [A-Za-z0-9:_.\\-] plus one "@" for templates; at most 255 characters.
+UNIT_RE = re.compile(r"^[A-Za-z0-9:_.\\-]+(@[A-Za-z0-9:_.\\-]*)?$")
+UNIT_SUFFIXES = (".service", ".scope")
+SHOW_PROPS = ("ActiveState", "SubState", "ExecMainCode", "ExecMainStatus", "NRestarts", "MainPID",
+              "InvocationID", "ExecMainStartTimestampMonotonic")
+# Seconds to keep reading after a crash marker, so the traceback and its cause are complete.
+CRASH_GRACE = 0.5
+# sglang's /health: 503 at once while starting; once up it sleeps 1 s, then waits up to
+# SGLANG_HEALTH_CHECK_TIMEOUT (default 20 s) for a 1-token generation before answering 200 or 503
+# (python/sglang/srt/entrypoints/http_server.py, health_generate and HEALTH_CHECK_TIMEOUT, v0.5.9 and
+# v0.5.23). A probe must outlast that, so probes run in a thread and never block the journal watch.
+SGLANG_HEALTH_CHECK_TIMEOUT = 20.0
+DEFAULT_HEALTH_TIMEOUT = SGLANG_HEALTH_CHECK_TIMEOUT + 5.0
+STATES = ("ready", "crashed", "hang", "timeout", "stopped")
+
+
+def validate_unit(unit):
+    """Return (normalised unit, error message or None)."""
+    if not unit or len(unit) > 255 or not UNIT_RE.match(unit) or unit.startswith("-"):
+        return unit, "unit %r is not a valid systemd unit name" % (unit,)
+    if not unit.endswith(UNIT_SUFFIXES):
+        if "." in unit.rsplit("@", 1)[-1] and not unit.endswith("@"):
+            return unit, "unit %r: only .service units can run SGLang" % (unit,)
+        unit += ".service"
+    return unit, None
+
+
+def compress(seq):
+    """[a, a, b] -> [{code: a, count: 2}, {code: b, count: 1}]"""
+    out = []
+    for code in seq:
+        if out and out[-1]["code"] == code:
+            out[-1]["count"] += 1
+        else:
+            out.append({"code": code, "count": 1})
+    return out
+
+
+def parse_show(text):
+    """``systemctl show -p A,B`` output -> {A: value, B: value}."""
+    props = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            props[key.strip()] = value.strip()
+    return props
+
+
+def unit_gone(props):
+    """The unit's main process is gone (or going)."""
+    return props.get("ActiveState") in ("failed", "inactive", "deactivating")
+
+
+def unit_running(props):
+    return props.get("ActiveState") in ("active", "activating", "reloading")
+
+
+def journal_entry(raw):
+    """One ``journalctl -o json`` line -> (message text, wall-clock seconds or None), or None."""
+    try:
+        entry = json.loads(raw)
+    except ValueError:
+        return None
+    msg = entry.get("MESSAGE")
+    if isinstance(msg, list):  # journald stores messages that are not UTF-8 as a byte array
+        msg = bytes(b & 0xFF for b in msg).decode("utf-8", "replace")
+    if msg is None:
+        return None
+    wall = None
+    stamp = entry.get("__REALTIME_TIMESTAMP")
+    if stamp is not None:
+        try:
+            wall = int(stamp) / 1e6
+        except (TypeError, ValueError):
+            wall = None
+    return str(msg), wall
+
+
+def journal_argv(journalctl, invocation_id, follow=True):
+    """The command that reads every line one run of a unit wrote (``_SYSTEMD_INVOCATION_ID`` match)."""
+    argv = [journalctl, "_SYSTEMD_INVOCATION_ID=%s" % invocation_id, "-o", "json", "--no-pager",
+            "--output-fields=MESSAGE,__REALTIME_TIMESTAMP"]
+    if follow:
+        # --follow alone starts with the last 10 lines only (journalctl(1) --lines); --no-tail shows all.
+        argv += ["--follow", "--no-tail"]
+    return argv
+
+
+class JournalFollower:
+    """``journalctl _SYSTEMD_INVOCATION_ID=ID -o json --follow`` as a child, read without blocking."""
+
+    def __init__(self, journalctl, invocation_id, popen=None):
+        env = dict(os.environ, LC_ALL="C", SYSTEMD_PAGER="")
+        self.proc = (popen or subprocess.Popen)(journal_argv(journalctl, invocation_id), stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, env=env)
+        self.fd = self.proc.stdout.fileno()
+        os.set_blocking(self.fd, False)
+        self._buf = b""
+
+    def wait_readable(self, timeout):
+        try:
+            ready, _, _ = select.select([self.fd], [], [], max(0.0, timeout))
+        except (OSError, ValueError):
+            return False
+        return bool(ready)
+
+    def read_entries(self):
+        """Every complete entry available now, as (message, wall-clock seconds or None)."""
+        while True:
+            try:
+                chunk = os.read(self.fd, 65536)
+            except OSError as exc:
+                if exc.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
+                    break
+                raise
+            if not chunk:
+                break
+            self._buf += chunk
+        lines = self._buf.split(b"\n")
+        self._buf = lines.pop()
+        out = []
+        for raw in lines:
+            if raw.strip():
+                entry = journal_entry(raw.decode("utf-8", "replace"))
+                if entry is not None:
+                    out.append(entry)
+        return out
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def probe_health(url, api_key, timeout):
+    """One GET: the HTTP status code, or 'refused' / 'timeout' / 'error'."""
+    headers = {"Authorization": "Bearer %s" % api_key} if api_key else {}
+    try:
+        resp = urlopen(Request(url, headers=headers), timeout=timeout)
+        code = resp.getcode()
+        resp.close()
+        return code
+    except HTTPError as exc:
+        return exc.code
+    except URLError as exc:
+        reason = getattr(exc, "reason", None)
+        if isinstance(reason, ConnectionRefusedError) or "refused" in str(reason).lower():
+            return "refused"
+        if isinstance(reason, socket.timeout):
+            return "timeout"
+        return "error"
+    except ConnectionRefusedError:
+        return "refused"
+    except (socket.timeout, TimeoutError):
+        return "timeout"
+    except (OSError, ValueError):
+        return "error"
+
+
+class HealthProber:
+    """Probe the health endpoint back to back in a daemon thread. ``__call__`` returns the next
+    finished probe's result, or None when none finished since the last call: the waiter never blocks
+    on a slow ``/health`` (a real sglang one takes >= 1 s, up to ~20 s)."""
+
+    def __init__(self, url, api_key=None, timeout=DEFAULT_HEALTH_TIMEOUT, interval=0.1, probe=probe_health):
+        self.url = url
+        self.api_key = api_key
+        self.timeout = timeout
+        self.interval = interval
+        self.probe = probe
+        self._results = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="health-prober")
+        self._thread.daemon = True
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    def _run(self):
+        while not self._stop.is_set():
+            started = time.monotonic()
+            code = self.probe(self.url, self.api_key, self.timeout)
+            with self._lock:
+                self._results.append(code)
+            rest = self.interval - (time.monotonic() - started)
+            if rest > 0:
+                self._stop.wait(rest)
+
+    def __call__(self):
+        with self._lock:
+            return self._results.pop(0) if self._results else None
+
+    def stop(self):
+        self._stop.set()
+
+
+class Waiter:
+    """Readiness as pure predicates over what was observed, on a monotonic clock.
+
+    journal: ``read_entries()`` -> [(message, wall seconds or None)] (or ``read_messages()`` -> [message]),
+    ``wait_readable(timeout)``; health: () -> code / 'refused' / 'timeout' / 'error' / None (no new
+    result); unit_state: () -> systemctl show properties.
+
+    ``confirm_with_health``: the unit was already running when the wait began (its whole run is
+    read from the journal). A ready line in its history is then not enough: the server must still
+    answer the health endpoint, else it is up but not serving.
+    """
+
+    def __init__(self, journal, health, unit_state, clock=time.monotonic, timeout=900.0, stall_timeout=300.0,
+                 poll_interval=0.1, confirm_with_health=False, wall_clock=time.time, health_timeout=None):
+        self.journal = journal
+        self.health = health
+        self.unit_state = unit_state
+        self.clock = clock
+        self.wall_clock = wall_clock
+        self.timeout = timeout
+        self.stall_timeout = stall_timeout
+        self.poll_interval = poll_interval
+        self.confirm_with_health = confirm_with_health
+        self.health_timeout = health_timeout or DEFAULT_HEALTH_TIMEOUT
+        self.classifier = SglangLogClassifier()
+        self.health_seen = []
+        self.last_unit = {}
+        self.lines = 0
+        self.not_serving = None  # evidence when a ready server no longer answers
+
+    def _entries(self):
+        if hasattr(self.journal, "read_entries"):
+            return self.journal.read_entries()
+        return [(m, None) for m in self.journal.read_messages()]
+
+    def _drain(self, offset):
+        wall_now = self.wall_clock()
+        for msg, wall in self._entries():
+            self.lines += 1
+            # A line from the past (a running unit's history) is placed at its own time, so that the
+            # stall check sees how long ago the server last made progress.
+            t = offset if wall is None else offset - max(0.0, wall_now - wall)
+            self.classifier.feed(msg, t=t)
+
+    def _stalled(self, offset):
+        if self.classifier.last_progress is None:
+            return offset >= self.stall_timeout
+        return self.classifier.stalled(offset, self.stall_timeout)
+
+    def run(self):
+        start = self.clock()
+        last_poll = None
+        crash_seen_at = None
+        ready_seen_at = None
+        while True:
+            now = self.clock()
+            self._drain(now - start)
+            c = self.classifier
+            if c.state == "crashed":
+                if crash_seen_at is None:
+                    crash_seen_at = now
+                if c.crash_settled or now - crash_seen_at >= CRASH_GRACE:
+                    return "crashed", now - start
+            elif c.state == "ready" and c.ready_seen:
+                if not self.confirm_with_health:
+                    return "ready", now - start
+                if ready_seen_at is None:
+                    ready_seen_at = now
+            if last_poll is None or now - last_poll >= self.poll_interval * 0.999:
+                last_poll = now
+                code = self.health()
+                if code is not None:
+                    self.health_seen.append(code)
+                if code == 200 and c.state != "crashed":
+                    self._drain(self.clock() - start)
+                    if self.classifier.state != "crashed":
+                        return "ready", self.clock() - start
+                if code not in (None, 200) and ready_seen_at is not None:
+                    # It was ready, the unit is still there, and the health endpoint says no.
+                    self.not_serving = code
+                    return ("crashed" if code == "refused" else "hang"), self.clock() - start
+                props = self.unit_state()
+                if props:
+                    self.last_unit = props
+                if props and unit_gone(props):
+                    # The process is gone: read what it wrote last, then decide from the log and systemd.
+                    settle = self.clock()
+                    while self.clock() - settle < CRASH_GRACE:
+                        if self.journal.wait_readable(0.05):
+                            self._drain(self.clock() - start)
+                        elif c.crash_settled:
+                            break
+                    self.classifier.finish()
+                    return "crashed", self.clock() - start
+            if ready_seen_at is not None and now - ready_seen_at >= self.health_timeout:
+                self.not_serving = "no answer"
+                return "hang", now - start
+            if c.state == "starting" and self._stalled(now - start):
+                return "hang", now - start
+            if now - start >= self.timeout:
+                return "timeout", now - start
+            wait = self.poll_interval - (self.clock() - last_poll)
+            self.journal.wait_readable(min(max(wait, 0.001), self.poll_interval))
+
+    def result(self, state, elapsed):
+        r = self.classifier.result()
+        out = {
+            "state": state,
+            "cause": r["cause"],
+            "phase": r["phase"],
+            "after_ready": r["after_ready"],
+            "decisive_line": r["decisive_line"],
+            "traceback": r["traceback"],
+            "timeline": r["timeline"],
+            "elapsed": round(elapsed, 3),
+            "health_sequence": compress(self.health_seen),
+            "unit_state": self.last_unit,
+            "lines_read": self.lines,
+        }
+        if state == "ready":
+            out.update(cause=None, after_ready=False, traceback=None)
+            if not r["decisive_line"]:
+                out["decisive_line"] = "health endpoint answered 200"
+        elif self.not_serving is not None:
+            # Up but not serving: the log says ready, the health endpoint does not.
+            out.update(phase="serving", after_ready=True, traceback=None,
+                       cause="other" if state == "crashed" else None)
+            if self.not_serving == "refused":
+                out["decisive_line"] = ("health endpoint refused the connection while the unit is %s: the "
+                                        "HTTP server is gone" % self.last_unit.get("ActiveState", "running"))
+            elif self.not_serving == "no answer":
+                out["decisive_line"] = ("health endpoint gave no answer within %.0f s while the unit is %s"
+                                        % (self.health_timeout, self.last_unit.get("ActiveState", "running")))
+            else:
+                out["decisive_line"] = "health endpoint answered %s after the server had been ready" % (
+                    self.not_serving,)
+        elif state == "crashed" and r["state"] != "crashed":
+            # systemd says the process is gone but the log had no crash marker: killed or plain exit.
+            code = str(self.last_unit.get("ExecMainCode", ""))
+            status = str(self.last_unit.get("ExecMainStatus", ""))
+            out["cause"] = "killed" if code in ("2", "3") else "other"
+            out["after_ready"] = r["state"] == "ready"
+            out["decisive_line"] = "unit %s: ExecMainCode=%s ExecMainStatus=%s" % (
+                self.last_unit.get("ActiveState", "?"), code, status)
+        elif state in ("hang", "timeout"):
+            out.update(cause=None, after_ready=False)
+        return out
+
+
+def poll_until(observe, done, timeout, interval, clock=time.monotonic, sleep=time.sleep):
+    """Call ``observe()`` until ``done(observation)`` or ``timeout`` seconds passed.
+
+    Returns (ok, last observation, elapsed seconds). At least one observation is always made.
+    """
+    start = clock()
+    while True:
+        seen = observe()
+        elapsed = clock() - start
+        if done(seen):
+            return True, seen, elapsed
+        if elapsed >= timeout:
+            return False, seen, elapsed
+        sleep(min(interval, max(0.0, timeout - elapsed)))

@@ -1,0 +1,223 @@
+# -*- coding: utf-8 -*-
+# Copyright: moesweep contributors
+# Apache License 2.0 (see galaxy.yml)
+"""The SGLang launch of one sweep point, planned once on the controller.
+
+``plan(inputs)`` merges the common flags, the backend's overlay and the extra flags, resolves the
+sglang version and the program, validates the flags against the version's real argparse schema
+(``sglang_flags``) - the only place a launch is validated - and renders the argv and the unit's
+environment. The ``sglang_preflight`` action returns the plan; the unit template renders it.
+
+Secrets never enter the plan: the environment passed in is the public part, secret names are listed,
+and an API key is referenced as ``${SGLANG_API_KEY}`` (systemd expands it in ExecStart from the 0600
+environment file; systemd.service(5), "Command lines"), because sglang takes ``--api-key`` only on the
+command line (python/sglang/srt/server_args.py, v0.5.9: ``api_key`` has no environment fallback).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import hashlib
+import json
+import shlex
+
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import sglang_flags
+
+API_KEY_ENV = "SGLANG_API_KEY"
+API_KEY_PLACEHOLDER = "${%s}" % API_KEY_ENV
+BACKEND_FLAG = "moe-runner-backend"
+QUANT_FLAG = "quantization"
+DEFAULT_PORT = 30000  # ServerArgs.port (python/sglang/srt/server_args.py)
+DEFAULT_HOST = "127.0.0.1"  # ServerArgs.host
+
+
+class LaunchError(ValueError):
+    """A launch that cannot be planned: the message names the problem and the fix."""
+
+
+def _name(key):
+    return str(key)[2:] if str(key).startswith("--") else str(key)
+
+
+def resolve_version(explicit, provenance):
+    """The sglang version: the explicit one, else the one the sglang_env role recorded on the host."""
+    if explicit:
+        return str(explicit)
+    recorded = ((provenance or {}).get("versions") or {}).get("sglang")
+    if recorded:
+        return str(recorded)
+    raise LaunchError(
+        "no sglang version for this host: set sglang_server_sglang_version (one of %s), or provision the host "
+        "with site.yml, which records it in /etc/moesweep/provenance.json"
+        % ", ".join(sglang_flags.list_versions()))
+
+
+def backend_choices(schema):
+    action = schema["_options"].get("--" + BACKEND_FLAG) or {}
+    return list(action.get("choices") or [])
+
+
+def merge_flags(flags, overlays, backend, extra_flags, choices):
+    """(effective flags, the point's --moe-runner-backend, notes) for backend ``backend``.
+
+    ``backend`` is an overlay key of ``overlays`` or a --moe-runner-backend choice. The common flags lose
+    the overlay's ``remove`` list and gain its ``flags``; ``extra_flags`` go last. A point named after a
+    choice must run that choice: variables that say otherwise are refused.
+    """
+    for label, value in (("flags", flags), ("extra flags", extra_flags), ("backend overlays", overlays)):
+        if not isinstance(value, dict):
+            raise LaunchError("sglang_server %s must be a mapping, got %s" % (label, type(value).__name__))
+    if not isinstance(backend, str) or not backend:
+        raise LaunchError("the backend must be one --moe-runner-backend name (a string), got %r; loop over "
+                          "sweep points instead" % (backend,))
+    overlay = overlays.get(backend)
+    if overlay is None and backend not in choices:
+        close = sorted(choices, key=lambda c: _distance(c, backend))[:1]
+        raise LaunchError(
+            "backend %r has no overlay in sglang_server_backends and is not a --moe-runner-backend choice of this "
+            "sglang version%s. Overlays: %s; valid choices: %s."
+            % (backend, " (did you mean %r?)" % close[0] if close else "", ", ".join(sorted(overlays)) or "none",
+               ", ".join(choices)))
+    overlay = overlay or {}
+    if not isinstance(overlay, dict) or set(overlay) - {"flags", "remove"}:
+        raise LaunchError("overlay %r must be a mapping with 'flags' and/or 'remove', got %r" % (backend, overlay))
+    remove = {_name(k) for k in overlay.get("remove") or []}
+    out = {}
+    for key, value in flags.items():
+        if _name(key) not in remove:
+            out[_name(key)] = value
+    for key, value in (overlay.get("flags") or {}).items():
+        out[_name(key)] = value
+    if BACKEND_FLAG not in out and backend in choices:
+        out[BACKEND_FLAG] = backend
+    implied = out.get(BACKEND_FLAG)
+    for key, value in extra_flags.items():
+        out[_name(key)] = value
+    effective = out.get(BACKEND_FLAG) or "auto"
+    if backend in choices and effective != backend:
+        raise LaunchError(
+            "sweep point %r would run --moe-runner-backend %s (set by %s): a point named after a backend must run "
+            "it. Remove moe-runner-backend from that variable, or name the point %r."
+            % (backend, effective, "sglang_server_extra_flags" if implied == backend else "the overlay / flags",
+               effective))
+    if implied is not None and effective != implied:
+        raise LaunchError(
+            "sweep point %r: its overlay runs --moe-runner-backend %s but sglang_server_extra_flags sets %s; remove "
+            "moe-runner-backend from sglang_server_extra_flags" % (backend, implied, effective))
+    return out, effective
+
+
+def _distance(a, b):
+    """Levenshtein distance (for 'did you mean')."""
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1]
+
+
+def _systemd_word(word):
+    # systemd.service(5) "Command lines": quote words with whitespace or quotes; % and $ are specifiers.
+    if word == API_KEY_PLACEHOLDER:
+        return word
+    word = str(word).replace("%", "%%").replace("$", "$$")
+    if word == "" or any(c in word for c in " \t\"'\\;"):
+        return '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return word
+
+
+def systemd_exec_lines(argv):
+    """Group argv into ExecStart lines: the program words first, then one flag (with its values) per line."""
+    lines, current = [], []
+    for word in argv:
+        if str(word).startswith("--") and current:
+            lines.append(" ".join(current))
+            current = []
+        current.append(_systemd_word(word))
+    if current:
+        lines.append(" ".join(current))
+    return lines
+
+
+def shell_join(argv):
+    """The command line exactly as a human would type it in a shell (the API key stays a reference)."""
+    return " ".join(w if w == API_KEY_PLACEHOLDER else shlex.quote(str(w)) for w in argv)
+
+
+def plan(inputs):
+    """Plan one launch. ``inputs``: backend, flags, backends, extra_flags, quantization, sglang_version,
+    provenance, command, venv, environment (public), secret_environment_keys, api_key_set, home, cuda_home.
+
+    Returns {sglang_version, backend, point, flags, flag_errors, argv, command_line, exec_lines, port, host,
+    environment, secret_environment_keys, launch_hash}. ``flag_errors`` are the schema's findings (the
+    caller turns them into the refusal); anything else wrong raises LaunchError.
+    """
+    provenance = inputs.get("provenance") or {}
+    version = resolve_version(inputs.get("sglang_version"), provenance)
+    try:
+        schema = sglang_flags.load_schema(version)
+    except (OSError, ValueError) as exc:
+        raise LaunchError("no flag schema for sglang %s (%s): moesweep knows %s; set sglang_server_sglang_version "
+                          "to one of them" % (version, exc, ", ".join(sglang_flags.list_versions()))) from exc
+    flags = dict(inputs.get("flags") or {})
+    quant = inputs.get("quantization")
+    if quant is not None:
+        given = flags.get(QUANT_FLAG)
+        if given is not None and str(given) != str(quant):
+            raise LaunchError("quantization %r contradicts the flags' quantization %r" % (quant, given))
+        flags[QUANT_FLAG] = quant
+    if "api-key" in {_name(k) for k in list(flags) + list(inputs.get("extra_flags") or {})}:
+        raise LaunchError("put the API key in sglang_server_api_key (vault it), not in the launch flags: flags are "
+                          "shown and recorded, the key must stay in the 0600 environment file")
+    merged, backend = merge_flags(flags, inputs.get("backends") or {}, inputs.get("backend"),
+                                  inputs.get("extra_flags") or {}, backend_choices(schema))
+    errors = list(sglang_flags.validate_flags(schema, merged))
+    command = list(inputs.get("command") or [])
+    if not command:
+        venv = inputs.get("venv")
+        python = str(venv).rstrip("/") + "/bin/python" if venv else "python3"
+        command = [python, "-m", "sglang.launch_server"]
+    argv = command + (list(sglang_flags.render_argv(schema, merged)) if not errors else [])
+    if inputs.get("api_key_set") and not errors:
+        argv += ["--api-key", API_KEY_PLACEHOLDER]
+    env = {}
+    for key, value in (inputs.get("environment") or {}).items():
+        env[str(key)] = "" if value is None else str(value)
+    home = inputs.get("home")
+    if home:
+        # flashinfer / triton / sglang JIT caches under a writable HOME that persists across restarts
+        # (flashinfer jit/env.py FLASHINFER_WORKSPACE_BASE; sglang environ.py SGLANG_CACHE_DIR from 0.5.18).
+        env.setdefault("HOME", str(home))
+        env.setdefault("SGLANG_CACHE_DIR", str(home).rstrip("/") + "/.cache/sglang")
+        env.setdefault("FLASHINFER_WORKSPACE_BASE", str(home))
+    cuda_home = inputs.get("cuda_home") or provenance.get("cuda_home") or "/usr/local/cuda"
+    env.setdefault("CUDA_HOME", str(cuda_home))
+    secret_keys = sorted(set(inputs.get("secret_environment_keys") or []) |
+                         ({API_KEY_ENV} if inputs.get("api_key_set") else set()))
+    for key in secret_keys:
+        env.pop(key, None)
+    host = str(merged.get("host") or DEFAULT_HOST)
+    try:
+        port = int(merged.get("port") or DEFAULT_PORT)
+    except (TypeError, ValueError):
+        port = DEFAULT_PORT  # the schema check above already reports a bad --port
+    identity = {"argv": argv, "environment": env, "secret_environment_keys": secret_keys}
+    launch_hash = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+    return {
+        "sglang_version": version,
+        "backend": backend,
+        "point": inputs.get("backend"),
+        "flags": merged,
+        "flag_errors": errors,
+        "argv": argv,
+        "command_line": shell_join(argv),
+        "exec_lines": systemd_exec_lines(argv),
+        "port": port,
+        "host": host,
+        "environment": env,
+        "secret_environment_keys": secret_keys,
+        "launch_hash": launch_hash,
+    }

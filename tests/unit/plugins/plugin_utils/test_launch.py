@@ -1,0 +1,90 @@
+"""The launch plan: flags merged once (common, overlay, extra), validated once by the real schema, argv and
+environment rendered with secrets left out, and variables that contradict a point's name refused."""
+
+from __future__ import annotations
+
+import pytest
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import launch
+
+OVERLAYS = {
+    "flashinfer_cutlass": {"flags": {"moe-runner-backend": "flashinfer_cutlass"}},
+    "cutlass_no_fusion": {"flags": {"moe-runner-backend": "flashinfer_cutlass"},
+                          "remove": ["enable-flashinfer-allreduce-fusion"]},
+}
+FLAGS = {"model-path": "m", "tp-size": 8, "port": 8000, "host": "0.0.0.0", "quantization": "modelopt_fp4",
+         "enable-flashinfer-allreduce-fusion": True}
+
+
+def plan(**kw):
+    args = {"backend": "flashinfer_cutlass", "flags": FLAGS, "backends": OVERLAYS, "sglang_version": "0.5.9",
+            "venv": "/opt/v"}
+    args.update(kw)
+    return launch.plan(args)
+
+
+def test_overlay_remove_and_extra_flags_merge_in_order():
+    p = plan(backend="cutlass_no_fusion", extra_flags={"mem-fraction-static": 0.9})
+    assert p["backend"] == "flashinfer_cutlass" and p["point"] == "cutlass_no_fusion"
+    assert "enable-flashinfer-allreduce-fusion" not in p["flags"] and p["flags"]["mem-fraction-static"] == 0.9
+    assert p["argv"][:3] == ["/opt/v/bin/python", "-m", "sglang.launch_server"]
+    assert "--tp-size" in p["argv"] and "--tp" not in p["argv"] and p["port"] == 8000 and p["host"] == "0.0.0.0"
+    assert p["flag_errors"] == []
+
+
+def test_a_choice_without_overlay_gets_its_flag():
+    p = plan(backend="triton")
+    assert p["flags"]["moe-runner-backend"] == "triton" and p["backend"] == "triton"
+
+
+@pytest.mark.parametrize("kw,needle", [
+    ({"backend": "flashinfer_cutedsl", "extra_flags": {"moe-runner-backend": "triton"}},
+     "would run --moe-runner-backend triton"),
+    ({"backend": "cutlass_no_fusion", "extra_flags": {"moe-runner-backend": "triton"}},
+     "sglang_server_extra_flags sets triton"),
+    ({"backend": "flashinfer_cutlas"}, "did you mean 'flashinfer_cutlass'"),
+    ({"backend": ["a", "b"]}, "one --moe-runner-backend name"),
+    ({"extra_flags": {"api-key": "s3cret"}}, "sglang_server_api_key"),
+    ({"sglang_version": "9.9.9"}, "moesweep knows 0.5.9, 0.5.23"),
+    ({"sglang_version": "", "provenance": {}}, "set sglang_server_sglang_version"),
+    ({"quantization": "fp8"}, "contradicts the flags' quantization"),
+])
+def test_refusals_name_the_fix(kw, needle):
+    with pytest.raises(launch.LaunchError, match=None) as exc:
+        plan(**kw)
+    assert needle in str(exc.value)
+
+
+def test_schema_errors_are_returned_for_the_refusal():
+    p = plan(extra_flags={"attention-backend": "warp_drive"})
+    assert p["flag_errors"] and "warp_drive" in p["flag_errors"][0] and p["argv"] == ["/opt/v/bin/python", "-m",
+                                                                                          "sglang.launch_server"]
+
+
+def test_version_from_provenance_and_cuda_home():
+    p = plan(sglang_version="", provenance={"versions": {"sglang": "0.5.23"}, "cuda_home": "/usr/local/cuda-13.0"},
+             flags={"model-path": "m"})
+    assert p["sglang_version"] == "0.5.23" and p["environment"]["CUDA_HOME"] == "/usr/local/cuda-13.0"
+
+
+def test_secrets_never_enter_the_plan():
+    p = plan(environment={"NCCL_P2P_LEVEL": "PHB"}, secret_environment_keys=["HF_TOKEN"], api_key_set=True,
+             home="/var/lib/sglang")
+    assert p["argv"][-2:] == ["--api-key", "${SGLANG_API_KEY}"]
+    assert p["exec_lines"][-1] == "--api-key ${SGLANG_API_KEY}"  # not escaped: systemd expands it
+    assert p["command_line"].endswith("--api-key ${SGLANG_API_KEY}")
+    assert p["secret_environment_keys"] == ["HF_TOKEN", "SGLANG_API_KEY"]
+    assert "HF_TOKEN" not in p["environment"] and p["environment"]["HOME"] == "/var/lib/sglang"
+    assert p["environment"]["FLASHINFER_WORKSPACE_BASE"] == "/var/lib/sglang"
+
+
+def test_launch_hash_identifies_argv_and_environment():
+    a, b = plan(), plan()
+    assert a["launch_hash"] == b["launch_hash"]
+    assert plan(extra_flags={"mem-fraction-static": 0.8})["launch_hash"] != a["launch_hash"]
+    assert plan(environment={"X": "1"})["launch_hash"] != a["launch_hash"]
+
+
+def test_systemd_words_are_escaped():
+    lines = launch.systemd_exec_lines(["/p", "--a", "x y", "--b", "50%", "--c", "$HOME"])
+    assert lines == ["/p", '--a "x y"', "--b 50%%", "--c $$HOME"]
+    assert launch.shell_join(["a b", "--api-key", "${SGLANG_API_KEY}"]) == "'a b' --api-key ${SGLANG_API_KEY}"
