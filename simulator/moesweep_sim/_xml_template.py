@@ -1,7 +1,7 @@
 """The per-GPU block of `nvidia-smi -q -x` (DTD nvsmi_device_v13).
 
 Element order, nesting and the values that do not vary per machine are those of real output recorded
-with driver 580.159.04 on 2x H200 (shared fixture fixtures/nvidia-smi/h200-x2/nvidia-smi-q-x.xml).
+with driver 580.159.04 on 2x H200 (recording tests/fixtures/nvidia-smi/h200-x2/nvidia-smi-q-x.xml).
 Each leaf is a placeholder; XML_BASE holds the recorded H200 values, which profiles and live state override.
 """
 

@@ -2,8 +2,9 @@
 
 Every value comes from real nvidia-smi output; the source of each is named next to it.
 
-* h200 / h200-x2: the shared recording `fixtures/nvidia-smi/h200-x2/` (driver 580.159.04, 2x H200 in a
-  Firecracker VM, NV18 between the GPUs): table, `-q -x`, `--query-gpu`, `topo -m`, `nvlink -s`, `dmon`.
+* h200 / h200-x2: the recording `tests/fixtures/nvidia-smi/h200-x2/` (driver 580.159.04, 2x H200 in a
+  Firecracker VM, NV18 between the GPUs): table, `-q -x`, `--query-gpu`, `topo -m`, `nvlink -s`, `dmon`; load
+  signatures from `tests/fixtures/nvidia-smi/h200-x1-loads/` and `tests/fixtures/nvidia-smi/h200-x1-telemetry/`.
 * rtx-pro-6000 ("NVIDIA RTX PRO 6000 Blackwell Server Edition"), see
   tests/fixtures/nvidia-smi/rtx-pro-6000/SOURCES.md:
   - table with driver 570.172.08 / CUDA 12.8: `N/A 27C P8 28W / 600W | 0MiB / 97887MiB`, persistence On,
@@ -65,6 +66,19 @@ H200 = {
     "nvlink_gbps": "26.562",
     "p2p_read": "OK",
     "virtualization_mode": "Pass-Through",
+    # Under load an H200 is power bound: tests/fixtures/nvidia-smi/h200-x2/query-lms250-under-bf16-matmul-on-gpu0.csv,
+    # tests/fixtures/nvidia-smi/h200-x1-loads/compute.csv and tests/fixtures/nvidia-smi/h200-x1-telemetry/
+    # matmul-lms250.csv (250 ms samples): after ~1.25 s of ramp (168 -> 361 -> 488 -> 653 W) the draw sits at
+    # 688-695 W of 700 W, util 99-100 %, SW power cap (0x4) active, SM clock 1410-1560 MHz of 1980, 52-60 C.
+    "load_power_w": 691.5,
+    "load_power_jitter_w": 2.5,
+    "load_power_bound": True,
+    "load_sm_clocks_mhz": [1500, 1485, 1530, 1470, 1545, 1515, 1410, 1500, 1455, 1560],
+    "load_ramp_s": 1.25,
+    # temperature.gpu + <gpu_temp_tlimit> of the -q -x recording (37 C + 50 C) is the max operating temperature;
+    # <gpu_temp_slow_tlimit_threshold> -2 C puts HW (thermal) slowdown 2 C above it
+    "max_operating_temp_c": 87,
+    "slowdown_temp_c": 89,
 }
 
 RTX_PRO_6000 = {
@@ -104,6 +118,17 @@ RTX_PRO_6000 = {
     "nvlink_gbps": None,
     "p2p_read": "OK",
     "virtualization_mode": "Pass-Through",
+    # Decoding on the real 8x RTX PRO 6000 deployment this project targets is launch bound: ~100 % util at ~55 %
+    # of the 600 W limit with SM clocks at their maximum -- the signature tests/fixtures/nvidia-smi/h200-x1-loads/
+    # launch-cudagraph.csv records on an H200 for tiny kernels replayed from a CUDA graph (util 92-100 %,
+    # 17 % of the power limit, 1980 of 1980 MHz, no clock event reason active).  Ramp and jitter: ASSUMED as on H200.
+    "load_power_w": 330.0,
+    "load_power_jitter_w": 2.5,
+    "load_power_bound": False,
+    "load_sm_clocks_mhz": [3090],
+    "load_ramp_s": 1.25,
+    "max_operating_temp_c": 87,  # ASSUMED (not in the public sources), as on H200
+    "slowdown_temp_c": 89,  # ASSUMED
 }
 
 MODELS = {"h200": H200, "h200-x2": H200, "rtx-pro-6000": RTX_PRO_6000}

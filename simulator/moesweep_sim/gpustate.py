@@ -9,6 +9,8 @@ import tempfile
 import threading
 import time
 
+from . import faults
+
 try:
     from . import gpus as _gpus
 except ImportError:  # pragma: no cover - keep a minimal table if gpus.py is absent
@@ -21,9 +23,11 @@ _FALLBACK = {
              "max_sm_clock_mhz": 1980, "idle_sm_clock_mhz": 345, "idle_power_w": [82.11]},
 }
 DEFAULT_STATE = "/run/moesweep-sim/gpu-state.json"
-# Decoding draws ~55 % of the power limit at ~100 % utilisation (observed on the real RTX PRO 6000
-# deployment this project targets; see README).
+# Fallback load draw when a GPU table has no load profile: ~55 % of the power limit at ~100 % utilisation
+# (the real RTX PRO 6000 deployment this project targets; see gpus.py).
 DECODE_POWER_FRACTION = 0.55
+# How often the state is rewritten while serving: a -lms 250 sampler sees every change.
+TICK_S = 0.25
 
 
 def profile() -> dict:
@@ -63,19 +67,37 @@ class StateWriter:
         self.engine = None
         self._stop = False
         self.lock = threading.Lock()
+        self.busy_since = 0.0
+        self._slow_at = 0.0
+        self._slow = 1.0
 
     def _gpus(self):
         n = min(self.tp, self.info["count"]) if self.info["count"] else self.tp
         limit = float(self.info["power_limit_w"])
         idle_p = float(self.info.get("idle_power_w", [limit * 0.05])[0])
+        load_p = float(self.info.get("load_power_w", limit * DECODE_POWER_FRACTION))
+        load_clock = (self.info.get("load_sm_clocks_mhz") or [self.info["max_sm_clock_mhz"]])[0]
         out = []
         for i in range(n):
             util = self.util
-            power = idle_p + (limit * DECODE_POWER_FRACTION - idle_p) * util / 100.0
-            clock = self.info["max_sm_clock_mhz"] if util else self.info.get("idle_sm_clock_mhz", 300)
-            out.append({"index": i, "memory_used_mib": int(self.used_gb * 1024), "utilization_gpu": int(util),
-                        "power_draw_w": round(power, 1), "sm_clock_mhz": int(clock), "pids": [self.pid]})
+            power = idle_p + (load_p - idle_p) * util / 100.0
+            clock = load_clock if util else self.info.get("idle_sm_clock_mhz", 300)
+            g = {"index": i, "memory_used_mib": int(self.used_gb * 1024), "utilization_gpu": int(util),
+                 "power_draw_w": round(power, 1), "sm_clock_mhz": int(clock), "pids": [self.pid]}
+            if util and self.busy_since:
+                g["busy_since"] = self.busy_since  # nvidia-smi ramps power from here (gpus.py load_ramp_s)
+            out.append(g)
         return out
+
+    def slowdown_factor(self) -> float:
+        """Decode step time multiplier: 2 while the ``hw_slowdown`` fault halves an SM clock of one of this
+        server's GPUs (every TP step waits for the slowest rank)."""
+        now = time.monotonic()
+        if now - self._slow_at >= 0.2:
+            self._slow_at = now
+            n = min(self.tp, self.info["count"]) if self.info["count"] else self.tp
+            self._slow = 2.0 if faults.gpus_affected("hw_slowdown", n) & set(range(n)) else 1.0
+        return self._slow
 
     def write(self):
         doc = {"pid": self.pid, "process_name": "sglang::scheduler_TP0" if self.tp > 1 else "sglang::scheduler",
@@ -106,9 +128,11 @@ class StateWriter:
             with self.lock:
                 if self._stop:
                     return
+                if busy and not self.util:
+                    self.busy_since = time.time()
                 self.util = 100 if busy else 0
                 self.write()
-            time.sleep(1.0)
+            time.sleep(TICK_S)
 
     def remove(self):
         with self.lock:

@@ -1,7 +1,8 @@
 """Simulated `nvidia-smi` for moesweep's simulated GPU hosts (stdlib only, Python 3.11).
 
-Formats are reproduced from real output only: the shared recording fixtures/nvidia-smi/h200-x2 (driver 580)
-and the public RTX PRO 6000 outputs cited in tests/fixtures/nvidia-smi/rtx-pro-6000/SOURCES.md (driver 570).
+Formats are reproduced from real output only: the recordings tests/fixtures/nvidia-smi/h200-x2 and
+tests/fixtures/nvidia-smi/h200-x1-telemetry (driver 580) and the public RTX PRO 6000 outputs cited in
+tests/fixtures/nvidia-smi/rtx-pro-6000/SOURCES.md (driver 570).
 Written independently of the project's nvidia-smi parser (plugins/module_utils); it shares no code with it.
 
 Dynamic values come from /run/moesweep-sim/gpu-state.json (env MOESWEEP_SIM_STATE overrides the path) when
@@ -10,12 +11,14 @@ its writer pid is alive; otherwise every GPU is idle.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
 import sys
 import time
 
+from . import faults
 from . import gpus as gpumod
 from ._xml_template import XML_BASE, XML_GPU_TEMPLATE
 
@@ -71,10 +74,11 @@ def read_state() -> dict:
 class View:
     """The values nvidia-smi shows for one GPU at one instant (live or idle)."""
 
-    def __init__(self, gpu: gpumod.Gpu, live: dict | None):
+    def __init__(self, gpu: gpumod.Gpu, live: dict | None, now: float | None = None, ecc: tuple = (0, 0)):
         m = gpu.m
         self.gpu = gpu
         self.live = live
+        now = time.time() if now is None else now
         lim = m["power_limit_w"]
         idle_p = gpu.idle("idle_power_w")
         if live:
@@ -84,6 +88,9 @@ class View:
             self.sm_clock = int(live.get("sm_clock_mhz", m["max_sm_clock_mhz"]))
             self.pids = list(live.get("pids") or [])
             self.process_name = live.get("process_name", "python3")
+            busy_since = live.get("busy_since")
+            if busy_since and self.util:
+                self._under_load(float(busy_since), now, idle_p)
         else:
             self.mem_used, self.util, self.power = 0, 0, idle_p
             self.sm_clock = m["idle_sm_clock_mhz"]
@@ -98,15 +105,48 @@ class View:
         self.temp = gpu.idle("idle_temp_c") + round(20 * heat)
         self.mem_temp = gpu.idle("idle_mem_temp_c") + round(10 * heat)
         self.idle = not live or (self.util == 0 and not self.pids)
-        self.sw_power_cap = bool(live) and self.power >= 0.95 * lim
-        # clocks_event_reasons.active bitmask: 0x1 GPU idle, 0x4 SW power cap (fixture values)
+        # power-bound boards (H200) show the SW power cap from their first busy sample (fixture)
+        self.sw_power_cap = bool(live) and (self.power >= 0.95 * lim or (
+            bool(self.util) and bool(live.get("busy_since")) and m.get("load_power_bound", False)))
+        self.hw_slowdown = self.hw_thermal = self.sw_thermal = False
+        if gpu.index in faults.gpus_affected("hw_slowdown", int(gpu.profile.get("gpu_count", 1))):
+            self._slowdown()
+        self.ecc_uncorrected, self.ecc_corrected = ecc
+        # clocks_event_reasons.active bitmask (nvml.h nvmlClocksEventReason*): 0x1 GPU idle, 0x4 SW power cap,
+        # 0x8 HW slowdown, 0x20 SW thermal slowdown, 0x40 HW thermal slowdown
         mask = 0
-        if self.idle:
-            mask |= 0x1
-        if self.sw_power_cap:
-            mask |= 0x4
+        for bit, on in ((0x1, self.idle), (0x4, self.sw_power_cap), (0x8, self.hw_slowdown),
+                        (0x20, self.sw_thermal), (0x40, self.hw_thermal)):
+            if on:
+                mask |= bit
         self.reasons = mask
         self.bar1_used = self.mem_used + 1 if self.mem_used else 1
+
+    def _under_load(self, busy_since: float, now: float, idle_p: float):
+        """Ramp from idle to the load draw over ``load_ramp_s``, then jitter around it; a power-bound board
+        moves its SM clock among the recorded capped values (gpus.py load profiles)."""
+        m = self.gpu.m
+        ramp = float(m.get("load_ramp_s", 0.0) or 0.0)
+        frac = 1.0 if ramp <= 0 else max(0.0, min(1.0, (now - busy_since) / ramp))
+        slot = int(now * 4)  # one draw per 250 ms sample
+        h = int(hashlib.sha256(f"{self.gpu.index}/{slot}".encode()).hexdigest()[:8], 16)
+        jitter = float(m.get("load_power_jitter_w", 0.0)) * ((h % 2001) / 1000.0 - 1.0)
+        self.power = max(idle_p, idle_p + (self.power - idle_p) * frac + (jitter if frac >= 1.0 else 0.0))
+        clocks = m.get("load_sm_clocks_mhz")
+        if clocks:
+            self.sm_clock = int(clocks[h % len(clocks)])
+
+    def _slowdown(self):
+        """Fault ``hw_slowdown``: HW thermal slowdown engaged ("reducing the core clocks by a factor of 2 or
+        more", nvidia-smi --help-query-gpu), the board above its slowdown temperature, so above its max
+        operating temperature too (SW thermal slowdown); the power cap no longer limits."""
+        m = self.gpu.m
+        self.hw_slowdown = self.hw_thermal = self.sw_thermal = True
+        self.sw_power_cap = False
+        half = m["max_sm_clock_mhz"] // 2
+        self.sm_clock = min(self.sm_clock, half - half % 15)
+        self.power = min(self.power, self.gpu.idle("idle_power_w") + 0.5 * (self.power - self.gpu.idle("idle_power_w")))
+        self.temp = max(self.temp, int(m.get("slowdown_temp_c", 89)) + 1)
 
     @property
     def mem_free(self) -> int:
@@ -191,6 +231,14 @@ def _fields():
         lambda v, p: str(v.gpu.m["mem_clock_mhz"]))
     add(["mig.mode.current"], "mig.mode.current", None, lambda v, p: "Disabled")
     add(["mig.mode.pending"], "mig.mode.pending", None, lambda v, p: "Disabled")
+    for kind, attr in (("uncorrected", "ecc_uncorrected"), ("corrected", "ecc_corrected")):
+        for scope in ("volatile", "aggregate"):
+            for part in ("total", "dram"):
+                add([f"ecc.errors.{kind}.{scope}.{part}"], f"ecc.errors.{kind}.{scope}.{part}", None,
+                    lambda v, p, a=attr: str(getattr(v, a)))
+            for part in ("sram",):
+                add([f"ecc.errors.{kind}.{scope}.{part}"], f"ecc.errors.{kind}.{scope}.{part}", None,
+                    lambda v, p: "0")
     add(["ecc.mode.current"], "ecc.mode.current", None, lambda v, p: "Enabled")
     add(["ecc.mode.pending"], "ecc.mode.pending", None, lambda v, p: "Enabled")
     # clocks_event_reasons.* and the older clocks_throttle_reasons.* names print the new header (fixture)
@@ -200,10 +248,10 @@ def _fields():
         "gpu_idle": lambda v, p: _active(v.idle),
         "applications_clocks_setting": lambda v, p: _active(False),
         "sw_power_cap": lambda v, p: _active(v.sw_power_cap),
-        "hw_slowdown": lambda v, p: _active(False),
-        "hw_thermal_slowdown": lambda v, p: _active(False),
+        "hw_slowdown": lambda v, p: _active(v.hw_slowdown),
+        "hw_thermal_slowdown": lambda v, p: _active(v.hw_thermal),
         "hw_power_brake_slowdown": lambda v, p: _active(False),
-        "sw_thermal_slowdown": lambda v, p: _active(False),
+        "sw_thermal_slowdown": lambda v, p: _active(v.sw_thermal),
         "sync_boost": lambda v, p: _active(False),
     }
     for k, fn in reasons.items():
@@ -239,7 +287,53 @@ class Ctx:
 
     def views(self):
         state = read_state()
-        return [View(g, state.get(g.index)) for g in self.gpus]
+        now = time.time()
+        ecc = ecc_counts(len(self.all), now)
+        return [View(g, state.get(g.index), now, (ecc.get(g.index, 0), 0)) for g in self.gpus]
+
+
+# Fault ``ecc_error[:GPU]``: the volatile uncorrected ECC counter of that GPU counts one error when the fault
+# is set and one more every ECC_ERROR_PERIOD_S while it stays set; clearing the fault freezes the count, which
+# (like the real volatile counter) lasts until the "driver reload" -- a reboot of the simulated host, since
+# the record lives in /run.  The kernel's Xid line (NVRM: Xid 48/94/95 ...) is not simulated: a container
+# has no kernel log of its own.
+ECC_ERROR_PERIOD_S = 10.0  # MOESWEEP_SIM_ECC_ERROR_PERIOD_S overrides it (tests)
+
+
+def ecc_counts(gpu_count: int, now: float) -> dict:
+    path = os.environ.get("MOESWEEP_SIM_ECC_STATE") or os.path.join(
+        os.path.dirname(os.environ.get("MOESWEEP_SIM_STATE") or STATE_PATH), "ecc-errors.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        doc = {}
+    affected = faults.gpus_affected("ecc_error", gpu_count)
+    changed = False
+    out = {}
+    for i in range(gpu_count):
+        rec = doc.get(str(i)) or {"base": 0, "since": None}
+        if i in affected and rec["since"] is None:
+            rec["since"], changed = now, True
+        period = float(os.environ.get("MOESWEEP_SIM_ECC_ERROR_PERIOD_S") or ECC_ERROR_PERIOD_S)
+        running = 1 + int((now - rec["since"]) / period) if rec["since"] is not None else 0
+        if i not in affected and rec["since"] is not None:
+            # frozen at the moment the fault file changed (when that is known), else now
+            period = float(os.environ.get("MOESWEEP_SIM_ECC_ERROR_PERIOD_S") or ECC_ERROR_PERIOD_S)
+            cleared = min(now, max(rec["since"], faults.switch_mtime() or now))
+            rec, changed = {"base": rec["base"] + 1 + int((cleared - rec["since"]) / period), "since": None}, True
+            running = 0
+        out[i] = rec["base"] + running
+        doc[str(i)] = rec
+    if changed:
+        try:
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(doc, f)
+            os.replace(tmp, path)
+        except OSError:
+            pass
+    return out
 
 
 def _select(gpus, spec: str):
@@ -328,7 +422,8 @@ def table(ctx: Ctx) -> str:
         m = v.gpu.m
         name = m["name"] if len(m["name"]) <= 27 else m["name"][:24] + "..."
         pm = "On" if p.get("persistence_mode", "Enabled") == "Enabled" else "Off"
-        out.append(f"|{v.gpu.index:>4}  {name:<27}    {pm:<4}|   {v.gpu.bus_id:<16} Off |{m['ecc_table']:>21} |")
+        ecc = m["ecc_table"] if m["ecc_table"] == "N/A" else str(v.ecc_uncorrected)
+        out.append(f"|{v.gpu.index:>4}  {name:<27}    {pm:<4}|   {v.gpu.bus_id:<16} Off |{ecc:>21} |")
         pw = f"{round(v.power)}W"
         cap = f"{round(m['power_limit_w'])}W"
         out.append(f"|{m['fan']:>4}{str(v.temp) + 'C':>6}{v.pstate:>6}{pw:>16} / {cap:>5} |"
@@ -465,6 +560,11 @@ def _xml_values(v: View, profile: dict) -> dict:
         "performance_state": v.pstate,
         "clocks_event_reasons__clocks_event_reason_gpu_idle": _active(v.idle),
         "clocks_event_reasons__clocks_event_reason_sw_power_cap": _active(v.sw_power_cap),
+        "clocks_event_reasons__clocks_event_reason_hw_slowdown": _active(v.hw_slowdown),
+        "clocks_event_reasons__clocks_event_reason_hw_thermal_slowdown": _active(v.hw_thermal),
+        "clocks_event_reasons__clocks_event_reason_sw_thermal_slowdown": _active(v.sw_thermal),
+        "ecc_errors__volatile__dram_uncorrectable": str(v.ecc_uncorrected),
+        "ecc_errors__aggregate__dram_uncorrectable": str(v.ecc_uncorrected),
         "fb_memory_usage__total": f"{m['memory_total_mib']} MiB",
         "fb_memory_usage__reserved": f"{m['memory_reserved_mib']} MiB",
         "fb_memory_usage__used": f"{v.mem_used} MiB",
