@@ -27,8 +27,9 @@ def count_prompt_tokens(text: str) -> int:
 
 class Req:
     def __init__(self, prompt_tokens: int, max_new: int, ignore_eos: bool, seed: str, rid: str | None = None,
-                 count_in_metrics: bool = True):
+                 count_in_metrics: bool = True, stream: bool = False):
         self.rid = rid or uuid.uuid4().hex
+        self.stream = stream
         self.prompt_tokens = max(1, prompt_tokens)
         self.max_new = max(0, int(max_new))
         self.ignore_eos = ignore_eos
@@ -44,6 +45,13 @@ class Req:
         self.events: queue.Queue = queue.Queue()
         self.count_in_metrics = count_in_metrics
         self.aborted = False
+        # scheduler-side time stats (perf_counter / time.time), as sglang's ReqTimeStats records them
+        self.wait_queue_entry = time.perf_counter()
+        self.forward_entry = 0.0
+        self.prefill_start = 0.0
+        self.prefill_end = 0.0
+        self.prefill_finished_ts = 0.0
+        self.is_health_check = self.rid.startswith("HEALTH_CHECK")
 
     def next_token(self, garbage: bool) -> int:
         k = len(self.out_ids)
@@ -69,6 +77,15 @@ class Engine:
         self.running: list[Req] = []
         self.stop = False
         self.crash_hook = None  # callable() -> bool; True = crash instead of running the batch
+        # callable(reqs, finished_flags) after every batch result reaches the tokenizer manager
+        self.on_output = None
+        # callable() -> bool: True while the batch in flight is stuck (a hung collective, fault `stall`)
+        self.stalled = None
+        self.return_health_check_ct = 0
+        self.last_batch_cuda_graph = False
+        self.cuda_graph_max_bs = 0  # largest captured decode batch; 0 = CUDA graph disabled
+        self._pending: list = []  # (req, event) of the batch in flight, delivered by _batch_done
+        self.slowdown = None  # callable() -> decode step time factor (fault hw_slowdown)
         self.last_gen_throughput = 0.0
         self.stats = {"prompt_tokens": 0, "generation_tokens": 0, "requests": 0, "cached_tokens": 0}
         self.busy_until = 0.0
@@ -79,6 +96,12 @@ class Engine:
 
     def submit(self, req: Req):
         with self.cond:
+            # Scheduler.process_input_requests: a health-check request is ignored while requests run;
+            # the next batch result then carries a HealthCheckOutput instead (maybe_send_health_check_signal)
+            if req.is_health_check and self.running:
+                self.return_health_check_ct += 1
+                return
+            req.wait_queue_entry = time.perf_counter()
             self.waiting.append(req)
             self.cond.notify()
 
@@ -122,8 +145,17 @@ class Engine:
             if new:
                 tokens = sum(r.prompt_tokens for r in new)
                 dt = tokens / self.prefill_rate
+                start = time.perf_counter()
+                for r in new:
+                    r.forward_entry = r.prefill_start = start
                 clock += dt
                 self._sleep_until(clock)
+                clock = self._stall(clock)
+                end = time.perf_counter()
+                for r in new:
+                    r.prefill_end = end
+                    r.prefill_finished_ts = time.time()
+                self.last_batch_cuda_graph = False
                 with self.cond:
                     queue_len = len(self.waiting)
                     used, usage = self.token_usage()
@@ -137,15 +169,21 @@ class Engine:
                         self.running.append(r)
                     self._emit(r)
                     gen_tokens += 1
+                self._batch_done(new)
                 continue
             with self.cond:
                 batch = list(self.running)
             n = len(batch)
             dt = tokenmodel.step_time(n, self.base, self.alpha)
+            if self.slowdown is not None:
+                dt *= self.slowdown()
             clock += dt
             self._sleep_until(clock)
+            clock = self._stall(clock)
+            self.last_batch_cuda_graph = 0 < n <= self.cuda_graph_max_bs
             for r in batch:
                 self._emit(r)
+            self._batch_done(batch)
             gen_tokens += n
             decode_ct += 1
             if decode_ct % self.decode_log_interval == 0:
@@ -157,6 +195,25 @@ class Engine:
                     qn = len(self.waiting)
                     rn = len(self.running)
                 self.log("decode", running=rn, tokens=used, usage=usage, thr=self.last_gen_throughput, queue=qn)
+
+    def _stall(self, clock: float) -> float:
+        """Hold the batch in flight while the stall fault is on (nothing reaches the tokenizer manager);
+        the virtual clock restarts afterwards, as after any long pause."""
+        if self.stalled is None or not self.stalled():
+            return clock
+        while self.stalled():
+            time.sleep(0.05)
+        return time.monotonic()
+
+    def _batch_done(self, reqs):
+        """The batch result reaches the tokenizer manager: its bookkeeping first, then the waiting requests."""
+        if self.return_health_check_ct:
+            self.return_health_check_ct -= 1
+        if self.on_output is not None:
+            self.on_output(reqs)
+        pending, self._pending = self._pending, []
+        for r, ev in pending:
+            r.events.put(ev)
 
     @staticmethod
     def _sleep_until(t: float):
@@ -182,7 +239,7 @@ class Engine:
         elif k >= r.max_new:
             self._finish(r, {"type": "length", "length": r.max_new})
         else:
-            r.events.put(("token", k))
+            self._pending.append((r, ("token", k)))
 
     def _finish(self, r: Req, reason: dict):
         r.finish_reason = reason
@@ -192,7 +249,7 @@ class Engine:
                 self.running.remove(r)
         if r.count_in_metrics:
             self.stats["requests"] += 1
-        r.events.put(("finish", len(r.out_ids)))
+        self._pending.append((r, ("finish", len(r.out_ids))))
 
     def shutdown(self):
         with self.cond:

@@ -3,8 +3,10 @@
 The argparse parser is rebuilt from ``data/sglang/flags-<version>.json`` (extracted from the real
 wheel by scripts/extract_sglang_flags.py): same option strings, nargs, types, choices, defaults and
 ``prog``/``allow_abbrev``, so unknown flags, bad choices and ambiguous prefixes exit 2 with
-argparse's own messages, and ``--tp 8`` works by prefix abbreviation exactly as in sglang
-(facts §1.0).  Deprecated-alias actions are mapped onto their target dest.
+argparse's own messages, and ``--tp 8`` works by prefix abbreviation exactly as in sglang (the parser is
+a plain ``argparse.ArgumentParser``, whose allow_abbrev defaults to True:
+https://github.com/sgl-project/sglang/blob/v0.5.9/python/sglang/srt/server_args.py ``prepare_server_args``).
+Deprecated-alias actions are mapped onto their target dest.
 """
 
 from __future__ import annotations
@@ -52,8 +54,56 @@ def nullable_str(value):
     return None if value in ("None", "none", "") else value
 
 
+def parse_cuda_graph_backend_arg(raw):
+    """0.5.23 sglang/srt/model_executor/cuda_graph_config.py: reject the retired backend."""
+    from . import templates as T
+
+    if raw == "tc_piecewise":
+        raise argparse.ArgumentTypeError(T.render(T.CUDA_GRAPH_BACKEND_REMOVED_23))
+    return raw
+
+
+# cuda_graph_config.py Phase.ALL and ALLOWED_KEYS_PER_PHASE
+_CG_PHASES = ("decode", "prefill")
+_CG_KEYS = {"decode": ("backend", "max_bs", "bs"),
+            "prefill": ("backend", "max_bs", "bs", "max_context_size", "full_prefill_max_req",
+                        "full_prefill_prefix_chunk_tokens", "max_seq_len")}
+
+
+def parse_cuda_graph_config_arg(raw):
+    """0.5.23 cuda_graph_config.py parse_cuda_graph_config_arg: a JSON object of phase -> settings object,
+    every key checked against the phase's allowed keys (argparse prints the ArgumentTypeError text)."""
+    from . import templates as T
+
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(T.render(T.CUDA_GRAPH_CONFIG_JSON_23, e=e)) from None
+    if not isinstance(parsed, dict):
+        raise argparse.ArgumentTypeError(T.render(T.CUDA_GRAPH_CONFIG_OBJECT_23, t=type(parsed).__name__))
+    result = {}
+    for phase, settings in parsed.items():
+        phase = str(phase)
+        if phase not in _CG_PHASES:
+            raise argparse.ArgumentTypeError(T.render(T.CUDA_GRAPH_CONFIG_PHASE_23, phase=phase, phases=_CG_PHASES))
+        if not isinstance(settings, dict):
+            raise argparse.ArgumentTypeError(T.render(T.CUDA_GRAPH_CONFIG_PHASE_OBJECT_23, phase=phase,
+                                                      t=type(settings).__name__))
+        if "backend" in settings:
+            parse_cuda_graph_backend_arg(settings["backend"])
+        result[phase] = {}
+        for key, value in settings.items():
+            if key not in _CG_KEYS[phase]:
+                raise argparse.ArgumentTypeError(T.render(T.CUDA_GRAPH_CONFIG_KEY_23, phase=phase, key=key,
+                                                          allowed=_CG_KEYS[phase]))
+            result[phase][key] = value
+    return result
+
+
 _TYPES = {"int": int, "float": float, "str": str, "json": json.loads, "json_list_type": json_list_type,
-          "nullable_str": nullable_str, "human_readable_int": _human_readable_int}
+          "nullable_str": nullable_str, "human_readable_int": _human_readable_int,
+          "parse_cuda_graph_config_arg": parse_cuda_graph_config_arg,
+          "parse_cuda_graph_backend_arg": parse_cuda_graph_backend_arg}
 
 
 def _type(name):
@@ -193,8 +243,8 @@ def parse(version: str, argv: list[str]) -> tuple[dict, dict]:
 
 
 def startup_asserts(version: str, args: dict) -> str | None:
-    """The ServerArgs.__post_init__ asserts that fire before any process spawns (facts §1.1).
-    Returns the AssertionError message, or None."""
+    """The ServerArgs.__post_init__ asserts that fire before any process spawns (0.5.9 server_args.py
+    ``_handle_moe_kernel_config``).  Returns the AssertionError message, or None."""
     from . import templates as T
 
     backend = args.get("moe_runner_backend")

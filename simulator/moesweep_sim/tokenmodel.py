@@ -32,7 +32,9 @@ RATES = {
     ("cutlass", "rtx-pro-6000"): (34.0, 0.050, 5200.0),
     ("triton", "rtx-pro-6000"): (24.0, 0.060, 4000.0),
     ("marlin", "rtx-pro-6000"): (22.0, 0.070, 3500.0),
-    ("flashinfer_trtllm", "h200"): (0.0, 0.0, 0.0),  # NVFP4 impossible on SM90 (facts §2.4)
+    # NVFP4 MoE is impossible on SM90 (ModelOptNvFp4FusedMoEMethod's ValueError,
+    # https://github.com/sgl-project/sglang/blob/v0.5.9/python/sglang/srt/layers/quantization/modelopt_quant.py)
+    ("flashinfer_trtllm", "h200"): (0.0, 0.0, 0.0),
     ("marlin", "h200"): (30.0, 0.060, 7000.0),
     ("triton", "h200"): (32.0, 0.050, 8000.0),
     ("flashinfer_cutlass", "h200"): (40.0, 0.045, 9000.0),

@@ -2,8 +2,9 @@
 
 For each template in simulator/moesweep_sim/templates.py, every literal fragment between
 placeholders must occur, in order, inside ONE string literal / f-string (adjacent literals joined,
-as the compiler does) of the cited file in the real wheel: sglang 0.5.9 / 0.5.23, uvicorn, and
-flashinfer 0.6.3 (the version sglang 0.5.9 pins).  Traceback frames are checked line by line.
+as the compiler does) of the cited file in the real wheel: sglang 0.5.9 / 0.5.23, uvicorn, tqdm (the progress
+bar of CUDA graph capture) and flashinfer 0.6.3 (the version sglang 0.5.9 pins).  Traceback frames are checked
+line by line against the wheel of the version they belong to.
 Wheels are cached in ~/.cache/moesweep/wheels (pip download --no-deps); without network and
 cache the test skips.
 """
@@ -11,48 +12,12 @@ cache the test skips.
 from __future__ import annotations
 
 import ast
-import os
+import re
 import string
-import subprocess
-import sys
-import zipfile
-from pathlib import Path
 
 import pytest
 from moesweep_sim import templates as T  # noqa: E402
-
-CACHE = Path(os.path.expanduser("~/.cache/moesweep/wheels"))
-WHEELS = {
-    ("sglang", "0.5.9"): "sglang==0.5.9",
-    ("sglang", "0.5.23"): "sglang==0.5.23",
-    ("flashinfer", "0.5.9"): "flashinfer-python==0.6.3",
-    ("uvicorn", None): "uvicorn==0.54.0",
-}
-
-
-def _wheel(req: str) -> zipfile.ZipFile:
-    name, ver = req.split("==")
-    pat = name.replace("-", "_") + "-" + ver + "-"
-    found = [p for p in CACHE.glob("*.whl") if p.name.startswith(pat)]
-    if not found:
-        CACHE.mkdir(parents=True, exist_ok=True)
-        r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                            "--python-version", "3.11", req, "-d", str(CACHE)], capture_output=True, text=True)
-        found = [p for p in CACHE.glob("*.whl") if p.name.startswith(pat)]
-        if r.returncode != 0 or not found:
-            pytest.skip(f"cannot get wheel {req}: {r.stderr[-300:]}")
-    return zipfile.ZipFile(found[0])
-
-
-_SRC_CACHE: dict = {}
-
-
-def _source(req: str, path: str) -> str:
-    key = (req, path)
-    if key not in _SRC_CACHE:
-        with _wheel(req) as z:
-            _SRC_CACHE[key] = z.read(path).decode()
-    return _SRC_CACHE[key]
+from simulator.real_wheels import WHEELS, source
 
 
 def _string_nodes(src: str) -> list[str]:
@@ -87,11 +52,11 @@ def _templates():
             yield name, v
 
 
-CHECKED = ("sglang", "uvicorn", "flashinfer")
+CHECKED = ("sglang", "uvicorn", "flashinfer", "tqdm")
 
 
 @pytest.mark.parametrize("name,tpl", list(_templates()), ids=[n for n, _ in _templates()])
-def test_template_occurs_in_real_source(name, tpl):
+def test_template_occurs_in_realsource(name, tpl):
     if tpl.origin not in CHECKED:
         # torch (C++ allocator text), python (asyncio), flashinfer C++ sources: cited in templates.py
         assert tpl.source, name
@@ -101,7 +66,7 @@ def test_template_occurs_in_real_source(name, tpl):
         if tpl.origin == "flashinfer" and ver != "0.5.9":
             continue
         req = WHEELS[(tpl.origin, ver)]
-        src = _source(req, tpl.source)
+        src = source(req, tpl.source)
         nodes = _string_nodes(src)
         for part in tpl.parts:
             if "{asctime}" in part:  # uvicorn logging format strings: {x} stands for %(x)s
@@ -116,9 +81,9 @@ def test_template_occurs_in_real_source(name, tpl):
             assert ok, f"{name}: {frags!r} not found in one string of {req}:{tpl.source}"
 
 
-def _frame_req(path: str) -> str | None:
+def _frame_req(path: str, version: str) -> str | None:
     if path.startswith("sglang/"):
-        return WHEELS[("sglang", "0.5.9")]
+        return WHEELS[("sglang", version)]
     if path.startswith("flashinfer/"):
         return WHEELS[("flashinfer", "0.5.9")]
     return None  # torch frames: third-party evidence, see templates.py
@@ -127,16 +92,20 @@ def _frame_req(path: str) -> str | None:
 @pytest.mark.parametrize("key", list(T.TRACEBACKS), ids=[f"{v}-{k}" for v, k in T.TRACEBACKS])
 def test_traceback_frames_match_wheel(key):
     for path, line, func, code, carets, _deco in T.TRACEBACKS[key]:
-        req = _frame_req(path)
+        req = _frame_req(path, key[0])
         if req is None:
             continue
-        lines = _source(req, path).splitlines()
+        lines = source(req, path).splitlines()
         assert lines[line - 1].strip() == code, f"{path}:{line}: {lines[line - 1].strip()!r} != {code!r}"
         # the function named in the frame encloses that line
         tree = ast.parse("\n".join(lines))
-        enclosing = [n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+        enclosing = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
                      and n.lineno <= line <= n.end_lineno]
-        assert func in enclosing, f"{path}:{line} not inside {func}"
+        assert func in [n.name for n in enclosing], f"{path}:{line} not inside {func}"
+        # decorated=True <=> torch's decorate_context frame: the function is wrapped by a grad-mode decorator
+        fn = max((n for n in enclosing if n.name == func), key=lambda n: n.lineno)
+        grad = any(re.search(r"no_grad|inference_mode|DynamicGradMode", ast.unparse(d)) for d in fn.decorator_list)
+        assert grad == _deco, f"{path}:{line} {func}: decorated={_deco} but the wheel says {grad}"
         if carets:
             stripped = lines[line - 1].strip()
             assert carets[0] + carets[1] <= len(stripped)

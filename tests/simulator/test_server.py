@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import http.client
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -185,7 +187,8 @@ def test_endpoints_streaming_and_api_key(sims):
     assert models["data"][0]["id"] == "glm-5"
     # /metrics is exempt from the api key; sglang:* names with model_name label
     st, body, _ = s.req("GET", "/metrics")
-    assert st == 200 and b'sglang:num_running_reqs{model_name="glm-5"}' in body
+    assert st == 200 and (b'sglang:num_running_reqs{engine_type="unified",model_name="glm-5",moe_ep_rank="0",'
+                          b'pp_rank="0",tp_rank="0"} ') in body
     # native generate, non-streaming
     st, body, _ = s.req("POST", "/generate", {"text": "one two three four", "sampling_params":
                                               {"max_new_tokens": 5, "ignore_eos": True}}, auth)
@@ -278,8 +281,9 @@ def test_sigterm_drains(sims, version, rc):
 def test_fault_oom_kv(sims):
     s = sims(BASE + ["--moe-runner-backend", "flashinfer_cutlass"], fault="oom_kv")
     assert s.wait_exit() == -signal.SIGKILL
+    # the value __post_init__ resolved: round((97887 - 14848) / 97887, 3) for 8x RTX PRO 6000 at tp 8
     assert ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
-            "Current value: self.server_args.mem_fraction_static=None") in s.log()
+            "Current value: self.server_args.mem_fraction_static=0.848") in s.log()
 
 
 def test_fault_oom_graph_from_file(sims):
@@ -367,3 +371,293 @@ def test_port_in_use(sims, natural):
     finally:
         if blocker:
             blocker.close()
+
+
+# ------------------------------------------------------------------------------------------ health
+def _timed(s, method, path, **kw):
+    t0 = time.monotonic()
+    st, body, r = s.req(method, path, **kw)
+    return st, body, r, time.monotonic() - t0
+
+
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.23"])
+def test_health_runs_a_generation_after_one_second(sims, version):
+    """http_server.py health_generate: asyncio.sleep(1) before the first check, a 1-token generation
+    (SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION defaults to true), 200 with an empty body."""
+    s = sims(BASE + ["--moe-runner-backend", "flashinfer_cutlass"], version=version)
+    s.wait_ready()
+    before = s.log().count("#new-token: 1,")
+    for path in ("/health", "/health_generate"):
+        st, body, r, dt = _timed(s, "GET", path)
+        assert (st, body) == (200, b"") and 1.0 <= dt < 2.5, (path, dt)
+        assert r.getheader("content-type") is None and r.getheader("content-length") == "0"
+    assert s.log().count("#new-token: 1,") == before + 2  # each check ran as a 1-token prefill
+
+
+def test_health_generation_can_be_switched_off(sims):
+    s = sims(BASE + ["--moe-runner-backend", "flashinfer_cutlass"],
+             env={"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "false"})
+    s.wait_ready()
+    st, _, _, dt = _timed(s, "GET", "/health")
+    assert st == 200 and dt < 0.5
+    st, _, _, dt = _timed(s, "GET", "/health_generate")  # only /health skips the generation
+    assert st == 200 and dt >= 1.0
+
+
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.23"])
+def test_stalled_scheduler_fails_health_then_recovers(sims, version):
+    """No output for SGLANG_HEALTH_CHECK_TIMEOUT s: 503, status UnHealthy, the real error line; once outputs
+    flow again the next check answers 200 and sets the status back to Up."""
+    s = sims(BASE + ["--moe-runner-backend", "flashinfer_cutlass"], version=version,
+             env={"SGLANG_HEALTH_CHECK_TIMEOUT": "2"})
+    s.wait_ready()
+    (s.tmp / "fault").write_text("stall\n")
+    st, body, r, dt = _timed(s, "GET", "/health")
+    assert (st, body) == (503, b"") and 2.0 <= dt < 4.0 and r.getheader("content-type") is None
+    log = s.log()
+    line = next(x for x in log.splitlines() if "Health check failed." in x)
+    assert re.fullmatch(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] Health check failed\. Server couldn't get a response "
+                        r"from detokenizer for last 2 seconds\. tic start time: \d\d:\d\d:\d\d\. "
+                        r"last_heartbeat time: \d\d:\d\d:\d\d", line), line
+    if version == "0.5.23":
+        assert s.req("GET", "/ready")[0] == 503 and s.req("GET", "/ping")[0] == 503  # is_healthy() is False
+    else:
+        assert s.req("GET", "/ping")[0] == 200  # 0.5.9 sagemaker_health always answers 200
+    (s.tmp / "fault").write_text("")
+    assert s.req("GET", "/health")[0] == 200
+    if version == "0.5.23":
+        assert s.req("GET", "/ready")[0] == 200 and s.req("GET", "/ping")[0] == 200
+
+
+def test_sigterm_while_unhealthy_force_exits(sims):
+    s = sims(BASE + ["--moe-runner-backend", "flashinfer_cutlass"], version="0.5.23",
+             env={"SGLANG_HEALTH_CHECK_TIMEOUT": "1", "MOESWEEP_SIM_TIME_SCALE": "0.1"})
+    s.wait_ready()
+    (s.tmp / "fault").write_text("stall\n")
+    assert s.req("GET", "/health")[0] == 503
+    s.proc.send_signal(signal.SIGTERM)
+    assert s.wait_exit() == 0
+    log = s.log()
+    assert "Signal SIGTERM received while health check failed. Force exiting." in log
+    assert "Gracefully exiting..." not in log
+
+
+# ------------------------------------------------------------------------------------------ HTTP semantics
+def test_wrong_method_head_and_metrics_mount(sims):
+    s = sims(BASE + ["--moe-runner-backend", "flashinfer_cutlass", "--enable-metrics"])
+    s.wait_ready()
+    for method, path, allow in (("POST", "/health", {"GET"}), ("HEAD", "/model_info", {"GET"}),
+                                ("DELETE", "/generate", {"POST", "PUT"}), ("GET", "/v1/completions", {"POST"})):
+        st, body, r = s.req(method, path)
+        assert st == 405, (method, path)
+        assert set(r.getheader("Allow").split(", ")) == allow
+        assert r.getheader("content-type") == "application/json" and r.getheader("content-length") == "31"
+        assert body == (b"" if method == "HEAD" else b'{"detail":"Method Not Allowed"}')
+    assert s.req("PUT", "/generate", {"text": "a", "sampling_params": {"max_new_tokens": 1}})[0] == 200
+    assert s.req("GET", "/nope")[1] == b'{"detail":"Not Found"}'
+    plain = s.req("GET", "/metrics")
+    for method, path in (("GET", "/metrics/"), ("POST", "/metrics"), ("GET", "/metrics/anything")):
+        st, body, r = s.req(method, path)
+        assert st == 200 and r.getheader("content-type") == "text/plain; version=0.0.4; charset=utf-8"
+        assert body.splitlines()[:2] == plain[1].splitlines()[:2]
+    st, body, r = s.req("GET", "/model_info")
+    assert b": " not in body and b'"architectures":["GlmMoeDsaForCausalLM"]' in body  # compact JSON
+
+
+def test_metrics_absent_without_flag_and_bare_503_while_starting(sims):
+    s = sims(BASE + ["--moe-runner-backend", "flashinfer_cutlass"], env={"MOESWEEP_SIM_PHASE_LOAD_S": "0.1"})
+    end = time.time() + 30
+    seen = None
+    while time.time() < end:
+        try:
+            st, body, r = s.req("GET", "/health", timeout=5)
+        except OSError:
+            time.sleep(0.02)
+            continue
+        if st == 503:
+            seen = (body, r.getheader("content-type"), r.getheader("content-length"))
+            break
+        break
+    assert seen == (b"", None, "0")
+    s.wait_ready()
+    assert s.req("GET", "/metrics")[0] == 404
+
+
+def test_generate_during_drain_is_served(sims):
+    """Neither version has a 'Server is shutting down' answer: during the SIGTERM drain /generate still runs."""
+    s = sims(BASE + ["--moe-runner-backend", "flashinfer_cutlass"], env={"MOESWEEP_SIM_TIME_SCALE": "0.4"})
+    s.wait_ready()
+    s.req("POST", "/generate", {"text": "x", "sampling_params": {"max_new_tokens": 1}})
+    s.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    st, body, _ = s.req("POST", "/generate", {"text": "x y", "sampling_params": {"max_new_tokens": 3,
+                                                                                "ignore_eos": True}})
+    assert st == 200 and len(json.loads(body)["output_ids"]) == 3
+    assert s.req("GET", "/health")[0] == 503
+    assert "Health check request received during shutdown. Returning 503." in s.log()
+
+
+META_KEYS = {
+    ("0.5.9", False): ["id", "finish_reason", "prompt_tokens", "weight_version", "total_retractions",
+                       "completion_tokens", "cached_tokens", "e2e_latency"],
+    ("0.5.9", True): ["id", "finish_reason", "prompt_tokens", "weight_version", "total_retractions", "queue_time",
+                      "prefill_launch_delay", "prefill_launch_latency", "prefill_finished_ts", "completion_tokens",
+                      "cached_tokens", "e2e_latency", "request_received_ts", "request_sent_to_scheduler_ts",
+                      "response_sent_to_client_ts", "decode_finished_ts", "inference_time", "decode_throughput"],
+    ("0.5.23", False): ["id", "finish_reason", "prompt_tokens", "weight_version", "num_retractions",
+                        "reasoning_tokens", "completion_tokens", "cached_tokens", "e2e_latency"],
+    ("0.5.23", True): ["id", "finish_reason", "prompt_tokens", "weight_version", "num_retractions",
+                       "forward_entry_time", "prefill_finished_time", "queue_time", "reasoning_tokens",
+                       "completion_tokens", "cached_tokens", "e2e_latency", "request_received_ts",
+                       "first_token_latency", "api_server_dispatch_finish_ts", "response_sent_to_client_ts",
+                       "request_finished_ts", "decode_throughput"],
+}
+
+
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.23"])
+@pytest.mark.parametrize("enable_metrics", [False, True])
+def test_meta_info_keys(sims, version, enable_metrics):
+    """tokenizer_manager.py _handle_batch_output (+ _calculate_timing_metrics on 0.5.9, the time stats'
+    convert_to_output_meta_info on 0.5.23): the keys and their order, per version and --enable-metrics."""
+    s = sims(BASE + ["--moe-runner-backend", "flashinfer_cutlass"] + (["--enable-metrics"] if enable_metrics else []),
+             version=version)
+    s.wait_ready()
+    g = json.loads(s.req("POST", "/generate", {"text": "a b c", "sampling_params": {"max_new_tokens": 5,
+                                                                                   "ignore_eos": True}})[1])
+    meta = g["meta_info"]
+    assert list(meta) == META_KEYS[(version, enable_metrics)]
+    if enable_metrics:
+        assert 0 <= meta["queue_time"] < 1 and meta["decode_throughput"] > 0
+        assert meta["request_received_ts"] <= meta["response_sent_to_client_ts"]
+
+
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.23"])
+def test_metrics_histograms_count_what_was_served(sims, version):
+    s = sims(BASE + ["--moe-runner-backend", "flashinfer_cutlass", "--enable-metrics", "--served-model-name", "g"],
+             version=version, env={"MOESWEEP_SIM_DECODE_RATE": "200"})
+    s.wait_ready()
+    for _ in range(3):
+        s.req("POST", "/generate", {"text": "a b", "stream": True,
+                                    "sampling_params": {"max_new_tokens": 6, "ignore_eos": True}})
+    text = s.req("GET", "/metrics")[1].decode()
+    lbl = 'engine_type="unified",' if version == "0.5.23" else ""
+    stream = 'is_streaming="true",' if version == "0.5.23" else ""  # labels are sorted by name
+
+    def value(sample):
+        return float(next(x for x in text.splitlines() if x.startswith(sample + " ")).rsplit(" ", 1)[1])
+
+    # 3 streamed requests (+ the non-streaming warmup request on 0.5.9's unlabelled series)
+    ttft = value(f'sglang:time_to_first_token_seconds_count{{{lbl}{stream}model_name="g"}}')
+    assert ttft == (4 if version == "0.5.9" else 3)
+    assert value(f'sglang:time_to_first_token_seconds_bucket{{{lbl}{stream}le="+Inf",model_name="g"}}') == ttft
+    # every token after the first is one inter-token observation (warmup: 8 tokens -> 7)
+    itl = value(f'sglang:inter_token_latency_seconds_count{{{lbl}model_name="g"}}')
+    assert itl == 3 * 5 + 7
+    assert "# TYPE sglang:e2e_request_latency_seconds histogram" in text
+    assert "# HELP sglang:inter_token_latency_seconds Histogram of inter-token latency in seconds." in text
+    assert "sglang:gen_throughput{engine_type=\"unified\",model_name=\"g\",moe_ep_rank=\"0\",pp_rank=\"0\"," \
+           "tp_rank=\"0\"}" in text
+
+
+# ------------------------------------------------------------------------------------------ start-up log
+def test_059_startup_shape(sims):
+    s = sims(BASE + ["--moe-runner-backend", "flashinfer_trtllm", "--disable-flashinfer-autotune",
+                     "--disable-cuda-graph"])
+    s.wait_exit()
+    lines = s.log().splitlines()
+    notice = lines.index("FlashInfer TRTLLM MoE is enabled. --disable-shared-experts-fusion is automatically set.")
+    sargs = next(i for i, x in enumerate(lines) if "] server_args=ServerArgs(" in x)
+    assert notice < sargs  # bare: __post_init__ logs before configure_logger
+    assert lines[sargs].split("] ", 1)[1].startswith(
+        "server_args=ServerArgs(model_path='lukealonso/GLM-5-NVFP4', tokenizer_path='lukealonso/GLM-5-NVFP4', ")
+    assert ", page_size=64, " in lines[sargs] and ", kv_cache_dtype='fp8_e4m3', " in lines[sargs]
+    assert ", disable_shared_experts_fusion=True, " in lines[sargs]
+
+
+def test_059_non_mla_kv_line_and_tqdm_bar(sims):
+    s = sims(["--model-path", "meta-llama/Llama-3.1-8B-Instruct", "--host", "127.0.0.1"],
+             env={"MOESWEEP_SIM_PHASE_CAPTURE_S": "0.5"})
+    s.wait_ready()
+    log = s.log()
+    assert re.search(r"\] KV Cache is allocated\. #tokens: \d+, K size: \d+\.\d\d GB, V size: \d+\.\d\d GB\n", log)
+    raw = (s.tmp / "stderr.txt").read_bytes().decode()  # read_text() would turn tqdm's \r into \n
+    bar = [x for x in raw.split("\r") if x.startswith("Capturing batches (bs=1 ")][-1].split("\n")[0]  # close()
+    assert re.fullmatch(r"Capturing batches \(bs=1 avail_mem=\d+\.\d\d GB\): 100%\|██████████\| (\d+)/\1 "
+                        r"\[00:00<00:00, +\d+\.\d\dit/s\] *", bar), bar
+    assert "\r  0%|          | 0/" in raw  # the bar tqdm prints before the first set_description
+    assert re.search(r"\|[█▏▎▍▌▋▊▉]+ +\| \d+/", raw)  # partial blocks while it runs
+
+
+def test_0523_startup_shape(sims):
+    s = sims(BASE + ["--moe-runner-backend", "flashinfer_cutlass", "--cuda-graph-max-bs-decode", "8"],
+             version="0.5.23")
+    s.wait_ready()
+    log = s.log()
+    assert "Running FlashInfer autotune..." not in log and "Capture cuda graph bs" not in log
+    assert re.search(r"TP0\] Running FlashInfer autotune with cache: .*/flashinfer/autotune/0\.7\.2/sm120/"
+                     r"[0-9a-f]{16}/rank_tp0_pp0_dp0\.json\n", log)
+    assert "TP7] Init parallel begin.\n" in log and "Init torch distributed" not in log
+    assert "TP0] Capture target decode CUDA graph end. bs=[1, 2, 4, 8], elapsed=" in log
+    line = next(x for x in log.splitlines() if "] server_args={" in x)
+    d = ast.literal_eval(line.split("] server_args=", 1)[1])
+    assert d["model_path"] == MODEL and d["cuda_graph_max_bs_decode"] == 8
+    assert d["cuda_graph_config"]["decode"]["max_bs"] == 8 and d["cuda_graph_config"]["decode"]["bs"] == [1, 2, 4, 8]
+
+
+def test_0523_cuda_graph_config_is_json(tmp_path):
+    env = {**os.environ, "MOESWEEP_SIM_SGLANG_VERSION": "0.5.23"}
+    r = subprocess.run([sys.executable, str(SIM), "--model-path", "m", "--cuda-graph-config", "{bad"],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 2
+    assert "error: argument --cuda-graph-config: --cuda-graph-config must be JSON: Expecting property name " in r.stderr
+    r = subprocess.run([sys.executable, str(SIM), "--model-path", "m", "--cuda-graph-config",
+                        '{"decode": {"max_bs": 4, "nope": 1}}'], capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and "--cuda-graph-config['decode']: unknown key 'nope', expected one of " \
+        "('backend', 'max_bs', 'bs')" in r.stderr
+
+
+def test_0523_cuda_graph_config_bounds_capture(sims):
+    s = sims(BASE + ["--moe-runner-backend", "flashinfer_cutlass", "--cuda-graph-config",
+                     '{"decode": {"max_bs": 16}}'], version="0.5.23")
+    s.wait_ready()
+    assert "Capture target decode CUDA graph end. bs=[1, 2, 4, 8, 12, 16], elapsed=" in s.log()
+
+
+def test_0523_allreduce_fusion_fails_at_kernel_warmup(sims):
+    s = sims(BASE + ["--moe-runner-backend", "flashinfer_cutlass", "--enable-flashinfer-allreduce-fusion"],
+             version="0.5.23")
+    assert s.wait_exit() == -signal.SIGKILL
+    log = s.log()
+    assert log.index("TP7] Memory pool end.") < log.index("Scheduler hit an exception")
+    assert "Capture target decode CUDA graph begin" not in log
+    assert 'model_executor/runner/eager_runner.py", line 153, in __init__\n    self.warmup()\n' in log
+    assert 'layers/flashinfer_comm_fusion.py", line 49, in _resolve_backend\n    raise ValueError(\n' \
+           "ValueError: FlashInfer allreduce fusion requires SM90 or SM10X NVIDIA GPUs.\n" in log
+
+
+# ------------------------------------------------------------------------------------------ GPU state
+def test_nvidia_smi_sees_the_server_under_load(sims):
+    """While requests run the server's gpu-state makes the simulated 8x RTX PRO 6000 look launch bound
+    (~100 % util, ~55 % of 600 W, SM clock at its maximum); idle once they finish."""
+    s = sims(BASE + ["--moe-runner-backend", "flashinfer_cutlass"], env={"MOESWEEP_SIM_DECODE_RATE": "20"})
+    s.wait_ready()
+    smi = REPO / "simulator" / "bin" / "nvidia-smi"
+    env = {**os.environ, "MOESWEEP_SIM_PROFILE": str(s.tmp / "profile.json"), "MOESWEEP_SIM_STATE": str(s.state)}
+    q = ["--query-gpu=utilization.gpu,power.draw,enforced.power.limit,clocks.sm,clocks.max.sm,memory.used",
+         "--format=csv,noheader,nounits"]
+    import threading
+
+    t = threading.Thread(target=s.req, args=("POST", "/generate", {"text": "x", "sampling_params": {
+        "max_new_tokens": 60, "ignore_eos": True}}), kwargs={"timeout": 60})
+    t.start()
+    time.sleep(2.5)  # past the power ramp
+    out = subprocess.run([sys.executable, str(smi), *q], env=env, capture_output=True, text=True).stdout
+    cells = [line.split(", ") for line in out.splitlines()]
+    assert len(cells) == 8
+    for util, power, limit, clock, max_clock, mem in cells:
+        assert util == "100" and 0.53 <= float(power) / float(limit) <= 0.57 and clock == max_clock == "3090"
+        assert int(mem) > 60000
+    t.join()
+    time.sleep(0.6)
+    out = subprocess.run([sys.executable, str(smi), *q], env=env, capture_output=True, text=True).stdout
+    assert {line.split(", ")[0] for line in out.splitlines()} == {"0"}
