@@ -2,12 +2,18 @@
 failure modes of the emulated sglang version, driven by a token-rate model.  Stdlib only.
 
 Every log line comes from templates.py (each with its real source); behaviour is cited in
-simulator/README.md and /work/shared/docs/sglang-facts.md.  The process is always labelled a
-simulation: a first log line and an ``X-Moesweep-Simulated: 1`` response header.
+simulator/README.md.  The process is always labelled a simulation: a first log line and an
+``X-Moesweep-Simulated: 1`` response header.
+
+Sources (the sglang wheels of the emulated versions), e.g.
+https://github.com/sgl-project/sglang/blob/v0.5.9/python/sglang/srt/entrypoints/engine.py (launch, SIGQUIT),
+.../srt/model_executor/model_runner.py (start-up phases), .../srt/managers/scheduler.py,
+.../srt/managers/tokenizer_manager.py (SIGTERM drain) and the same paths under v0.5.23.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -15,61 +21,27 @@ import sys
 import threading
 import time
 import urllib.request
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from . import faults, gpustate, moe_resolution, sgl_cli
+from . import faults, gpustate, moe_resolution, multinode, sgl_cli
 from . import templates as T
-from .engine import Engine, Req, count_prompt_tokens
+from .engine import Engine
+from .http_api import Handler, HTTPServer, health_check_timeout
+from .log import Log
+from .metrics import Metrics
+from .server_args import ResolvedArgs
 
 DEFAULT_VERSION = "0.5.9"
 SUPPORTED = ("0.5.9", "0.5.23")
-SIM_HEADER = ("X-Moesweep-Simulated", "1")
-
-
-# ---------------------------------------------------------------------------- logging
-class Log:
-    """sglang's logging.basicConfig format (stderr): ``[%(asctime)s{prefix}] %(message)s``."""
-
-    lock = threading.Lock()
-
-    @staticmethod
-    def ts() -> str:
-        return time.strftime("%Y-%m-%d %H:%M:%S")
-
-    @classmethod
-    def write(cls, text: str, stream=None):
-        stream = stream or sys.stderr
-        with cls.lock:
-            stream.write(text)
-            stream.flush()
-
-    @classmethod
-    def line(cls, msg: str, prefix: str = ""):
-        cls.write(f"[{cls.ts()}{prefix}] {msg}\n")
-
-    @classmethod
-    def uvicorn(cls, msg: str, level: str = "INFO"):
-        levelprefix = (level + ":").ljust(9)  # uvicorn ColourizedFormatter: levelname + ":" padded
-        cls.write(T.render(T.UVICORN_DEFAULT_FMT, asctime=cls.ts(), levelprefix=levelprefix, message=msg) + "\n")
-
-    @classmethod
-    def access(cls, client: str, request_line: str, status: int):
-        try:
-            phrase = HTTPStatus(status).phrase
-        except ValueError:
-            phrase = ""
-        cls.write(T.render(T.UVICORN_ACCESS_FMT, asctime=cls.ts(), levelprefix="INFO:    ", client_addr=client,
-                           request_line=request_line, status_code=f"{status} {phrase}") + "\n", sys.stdout)
 
 
 # ---------------------------------------------------------------------------- model facts
-# (weights in GB for the whole checkpoint, class name, KV bytes per token per rank at tp=1, MLA?)
+# (weights in GB for the whole checkpoint, class name, KV bytes per token per rank at tp=1, MLA?,
+#  context length, model_type, HF config class)
 MODELS = {
-    "glm-5-nvfp4": (453.0, "GlmMoeDsaForCausalLM", 70_000, True, 202752, "glm_moe_dsa"),
-    "glm-5": (1510.0, "GlmMoeDsaForCausalLM", 70_000, True, 202752, "glm_moe_dsa"),
+    "glm-5-nvfp4": (453.0, "GlmMoeDsaForCausalLM", 70_000, True, 202752, "glm_moe_dsa", "GlmMoeDsaConfig"),
+    "glm-5": (1510.0, "GlmMoeDsaForCausalLM", 70_000, True, 202752, "glm_moe_dsa", "GlmMoeDsaConfig"),
 }
-DEFAULT_MODEL = (16.0, "LlamaForCausalLM", 131_072, False, 32768, "llama")
+DEFAULT_MODEL = (16.0, "LlamaForCausalLM", 131_072, False, 32768, "llama", "LlamaConfig")
 
 
 def model_facts(model_path: str):
@@ -101,8 +73,40 @@ def resolve_version() -> str:
     return v
 
 
-def server_args_repr(args: dict) -> str:
-    return "ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in args.items()) + ")"
+def tqdm_meter(desc: str, n: int, total: int, elapsed: float) -> str:
+    """tqdm 4.70.1 ``format_meter`` with tqdm's defaults as sglang calls it (``tqdm.tqdm(list)``): no tty, so
+    ``ncols`` is None and the bar 10 characters of ``Bar.UTF`` (stderr is UTF-8); the rate is shown as n/elapsed."""
+    frac = n / total if total else 0.0
+    rate = n / elapsed if elapsed and n else None
+    inv = 1 / rate if rate else None
+    rate_fmt = (f"{inv:5.2f}s/it" if inv and inv > 1 else f"{rate:5.2f}it/s") if rate else "?it/s"
+    remaining = tqdm_interval((total - n) / rate) if rate else "?"
+    charset = " " + "".join(map(chr, range(0x258F, 0x2587, -1)))
+    nsyms = len(charset) - 1
+    bar_length, frac_len = divmod(int(frac * 10 * nsyms), nsyms)
+    bar = charset[-1] * bar_length
+    if bar_length < 10:
+        bar = bar + charset[frac_len] + charset[0] * (10 - bar_length - 1)
+    l_bar = (desc + ": " if desc else "") + f"{frac * 100:3.0f}%|"
+    return l_bar + bar + T.render(T.TQDM_R_BAR, n_fmt=n, total_fmt=total, elapsed_str=tqdm_interval(elapsed),
+                                  remaining_str=remaining, rate_fmt=rate_fmt, postfix="")
+
+
+def tqdm_interval(t: float) -> str:
+    mins, s = divmod(abs(int(t)), 60)
+    h, m = divmod(mins, 60)
+    return f"{h:d}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
+
+
+class TqdmStatus:
+    """tqdm.status_printer: '\\r' + line, padded with spaces to the previous line's length."""
+
+    def __init__(self):
+        self.last = 0
+
+    def __call__(self, line: str):
+        Log.write("\r" + line + " " * max(self.last - len(line), 0))
+        self.last = len(line)
 
 
 # ---------------------------------------------------------------------------- the server
@@ -116,6 +120,7 @@ class Server:
         self.gpu = gpustate.gpu_info(self.prof)
         self.sm = self.gpu["sm"]
         self.tp = int(args.get("tp_size") or 1)
+        self.ep = int(args.get("ep_size") or 1)
         self.pid = os.getpid()
         self.site = os.environ.get("MOESWEEP_SIM_SITE_PACKAGES", "/opt/sglang/venv/lib/python3.11/site-packages")
         self.backend = moe_resolution.resolve_backend(version, args, self.sm,
@@ -126,22 +131,39 @@ class Server:
         self.gracefully_exit = False
         self.engine: Engine | None = None
         self.httpd = None
-        self.state = gpustate.StateWriter(self.prof, self.tp, self.pid)
         self.start_time = time.time()
         self.crashed = False
         self.first_real_request = threading.Event()
+        self.handle_loop_created = False
         self.max_total_tokens = 0
         self.max_running = 0
         self.context_len = 0
         self.mem = {}
         self.http_enabled = False
+        self.metrics: Metrics | None = None
+        self.sa: ResolvedArgs | None = None
+        self.rendezvous = None  # multinode.Rendezvous when --nnodes > 1
+        # TokenizerManager.last_receive_tstamp: 0 on 0.5.9, the start time on 0.5.23 (init_running_status)
+        self.last_receive_tstamp = 0.0 if version == "0.5.9" else time.time()
+        self.health_check_timeout = health_check_timeout()
+        self.nnodes = int(args.get("nnodes") or 1)
+        self.node_rank = int(args.get("node_rank") or 0)
+        # this node's share of the TP ranks (one process stands for all of them)
+        self.local_ranks = range(self.node_rank * self.tp // self.nnodes, (self.node_rank + 1) * self.tp // self.nnodes)
+        self.state = gpustate.StateWriter(self.prof, len(self.local_ranks), self.pid)
 
     # ------------------------------------------------------------ helpers
     def prefix(self, rank: int) -> str:
-        return f" TP{rank}" if self.tp > 1 else ""
+        """run_scheduler_process's log prefix: ' TPn' (tp > 1), ' EPm' (ep > 1)."""
+        p = f" TP{rank}" if self.tp > 1 else ""
+        if self.ep > 1:
+            p += f" EP{rank // max(1, self.tp // self.ep)}"
+        return p
 
     def ranks(self, msg_fn, only0=False):
-        for r in range(1 if only0 else self.tp):
+        for r in self.local_ranks:
+            if only0 and r != 0:
+                continue
             Log.line(msg_fn(r), self.prefix(r))
 
     def sleep(self, phase: str, default: float):
@@ -154,7 +176,8 @@ class Server:
     def scheduler_crash(self, frames_key: str, exc_line: str, rank0_only=False, during_serving=False,
                         chained: tuple | None = None):
         """A scheduler process raised: every failing rank logs its traceback, then sends SIGQUIT to the
-        parent, whose handler logs and kill_process_tree()s itself with SIGKILL (facts §4.4)."""
+        parent, whose handler logs and kill_process_tree()s itself with SIGKILL (scheduler.py
+        run_scheduler_process, engine.py launch-phase SIGQUIT handler, tokenizer_manager.py running-phase)."""
         frames = T.TRACEBACKS.get((self.version, frames_key)) or T.TRACEBACKS[("0.5.9", frames_key)]
         tb = ""
         if chained:
@@ -162,7 +185,9 @@ class Server:
             tb = T.format_traceback(inner_frames, inner_exc, self.site)
             tb += "\nDuring handling of the above exception, another exception occurred:\n\n"
         tb += T.format_traceback(frames, exc_line, self.site)
-        for r in range(1 if rank0_only else self.tp):
+        for r in self.local_ranks:
+            if rank0_only and r != 0:
+                continue
             Log.line(self.t(T.SCHEDULER_EXCEPTION, tb=tb), self.prefix(r))
         self.crashed = True
         time.sleep(0.05)
@@ -180,34 +205,54 @@ class Server:
         sys.stderr.flush()
         os.kill(os.getpid(), signal.SIGKILL)
 
+    # ------------------------------------------------------------ server args
+    def resolve_args(self, cls: str, mla: bool):
+        # post-init MoE backend: 0.5.9 sets it in __post_init__ only on the SM100 DeepSeek branch
+        # (auto -> flashinfer_trtllm); 0.5.23 resolves "auto" in its resolution pipeline
+        cli = dict(self.args)
+        if self.version != "0.5.9" or self.backend == "flashinfer_trtllm":
+            cli["moe_runner_backend"] = self.backend
+        self.sa = ResolvedArgs(self.version, cli, gpu_mem_mib=self.gpu["memory_total_mib"], sm=self.sm,
+                               model_arch=cls, mla=mla)
+        self.served_name = self.sa["served_model_name"]
+        if self.version == "0.5.9":
+            for msg, _bare in self.sa.notices:
+                Log.bare(msg)  # __post_init__ runs before configure_logger: logging's last-resort handler
+        else:
+            for msg, _bare in self.sa.notices:
+                Log.line(msg)  # resolve_once runs after configure_logger
+        if self.args.get("enable_metrics"):
+            self.metrics = Metrics(self.version, self.served_name)
+
     # ------------------------------------------------------------ startup
     def run(self):
         a = self.args
-        Log.line(self.t(T.SERVER_ARGS_9 if self.version == "0.5.9" else T.SERVER_ARGS_23,
-                        args=server_args_repr(a)))
+        weights_gb, cls, kv_bytes_tok, mla, ctx, model_type, hf_config = model_facts(a.get("model_path") or "")
+        self.resolve_args(cls, mla)
+        if self.version == "0.5.9":
+            Log.line(self.t(T.SERVER_ARGS_9, args=self.sa.log_repr()))
+        else:
+            Log.line(self.t(T.SERVER_ARGS_23, args=self.sa.log_repr()))
         signal.signal(signal.SIGQUIT, lambda s, f: (Log.line(self.t(T.SIGQUIT_LAUNCH)), self.die_sigkill()))
-        if self.version == "0.5.9" and self.backend == "flashinfer_trtllm" and a.get("moe_runner_backend"):
-            Log.line(self.t(T.TRTLLM_SHARED_EXPERTS_9))
 
-        weights_gb, cls, kv_bytes_tok, mla, ctx, model_type = model_facts(a.get("model_path") or "")
         self.context_len = int(a.get("context_length") or ctx)
         total_gb = self.gpu["memory_total_mib"] / 1024
         avail0 = total_gb - 0.9
         self.state.phase(used_gb=0.5, util=0)
 
-        # process start: torch/NCCL init
+        # process start, then torch.distributed / NCCL init: on several nodes, the dist-init rendezvous
         self.sleep("init", 2.0)
+        self.ranks(lambda r: self.t(T.INIT_DIST_BEGIN_9 if self.version == "0.5.9" else T.INIT_PARALLEL_BEGIN_23))
+        if self.nnodes > 1:
+            multinode.rendezvous(self)
+        self.sleep("dist", 1.0)
         if self.version == "0.5.9":
-            self.ranks(lambda r: self.t(T.INIT_DIST_BEGIN_9))
-            self.sleep("dist", 1.0)
             self.ranks(lambda r: self.t(T.INIT_DIST_END_9, t=phase_seconds("dist", 1.0), m=0.6))
+        else:
+            self.ranks(lambda r: self.t(T.INIT_PARALLEL_END_23, t=phase_seconds("dist", 1.0)))
+            self.ranks(lambda r: self.t(T.MEM_BASELINE_23, m=0.6))
         avail = avail0 - 0.6
         self.state.phase(used_gb=total_gb - avail, util=0)
-
-        # SM120 + allreduce fusion (>= 0.5.14): ValueError at scheduler init (facts §2.5)
-        if (self.version == "0.5.23" and a.get("enable_flashinfer_allreduce_fusion")
-                and not (self.sm == 90 or 100 <= self.sm < 110)):
-            self.scheduler_crash("oom_kv", "ValueError: " + self.t(T.ALLREDUCE_FUSION_23), chained=None)
 
         # weights
         self.ranks(lambda r: self.t(T.LOAD_BEGIN, avail=avail))
@@ -229,17 +274,19 @@ class Server:
             quant = f"quant={self.quant}, " if self.quant else ""
             self.ranks(lambda r: self.t(T.LOAD_END_23, t=load_s, cls=cls, quant=quant, avail=avail, usage=per_rank))
 
-        # KV cache
-        mfs = a.get("mem_fraction_static") or (0.85 if self.sm >= 100 else 0.88)
+        # KV cache: profile_max_num_token, rest = avail - total * (1 - mem_fraction_static)
+        mfs = self.sa["mem_fraction_static"]
         kv_gb = total_gb * mfs - (total_gb - avail)
         if self.fault == "oom_kv":
             kv_gb = -1.0
         tokens = int(kv_gb * (1 << 30) / (kv_bytes_tok / self.tp)) if kv_gb > 0 else 0
         if a.get("max_total_tokens"):
             tokens = min(tokens, int(a["max_total_tokens"])) if tokens > 0 else tokens
+        page = int(self.sa.get("page_size") or 1)
+        tokens = tokens // page * page
         if tokens <= 0:
             if self.version == "0.5.9":
-                msg = self.t(T.NOT_ENOUGH_MEMORY_9, mfs=a.get("mem_fraction_static"))
+                msg = self.t(T.NOT_ENOUGH_MEMORY_9, mfs=self.sa["mem_fraction_static"])
             else:
                 msg = T.NOT_ENOUGH_MEMORY_23.parts[0]
                 if a.get("mem_fraction_static") is not None:
@@ -252,36 +299,33 @@ class Server:
             self.scheduler_crash("kv_pool_oom", "torch.OutOfMemoryError: " + oom)
         self.max_total_tokens = tokens
         self.sleep("kv", 1.0)
-        if self.version == "0.5.9":
-            self.ranks(lambda r: self.t(T.KV_ALLOC_KV_9, n=tokens, kv=kv_gb))
-        else:
-            self.ranks(lambda r: self.t(T.KV_ALLOC_KV_23, cache_name="KV Cache", state="is allocated",
-                                        dtype="torch.bfloat16", n=tokens, kv=kv_gb))
+        kv_dtype = {"fp8_e4m3": "torch.float8_e4m3fn", "fp8_e5m2": "torch.float8_e5m2"}.get(
+            self.sa.get("kv_cache_dtype"), "torch.bfloat16")
+        if mla:  # MLATokenToKVPool: one KV size
+            if self.version == "0.5.9":
+                self.ranks(lambda r: self.t(T.KV_ALLOC_KV_9, n=tokens, kv=kv_gb))
+            else:
+                self.ranks(lambda r: self.t(T.KV_ALLOC_KV_23, cache_name="KV Cache", state="is allocated",
+                                            dtype=kv_dtype, n=tokens, kv=kv_gb))
+        else:  # MHATokenToKVPool: get_kv_size_bytes() returns (K, V)
+            if self.version == "0.5.9":
+                self.ranks(lambda r: self.t(T.KV_ALLOC_KV_SPLIT_9, n=tokens, k=kv_gb / 2, v=kv_gb / 2))
+            else:
+                self.ranks(lambda r: self.t(T.KV_ALLOC_KV_SPLIT_23, cache_name="KV Cache", state="is allocated",
+                                            dtype=kv_dtype, n=tokens, k=kv_gb / 2, v=kv_gb / 2))
         avail -= kv_gb
         self.state.phase(used_gb=total_gb - avail, util=0)
         self.ranks(lambda r: self.t(T.MEM_POOL_END_9 if self.version == "0.5.9" else T.MEM_POOL_END_23, avail=avail))
-        mrr = a.get("max_running_requests")
-        self.max_running = int(mrr) if mrr else min(tokens // 2, 4096 if self.sm >= 100 else 3072)
+        self.max_running = self.max_num_reqs(tokens, a.get("max_running_requests"))
 
         # trtllm-gen MoE kernels exist for SM100/SM103 only (flashinfer 0.6.3 / 0.7.2), whatever the quantization
         trtllm_broken = moe_resolution.trtllm_has_no_kernels(self.version, self.backend, a, self.sm)
         fi_exc = "RuntimeError: " + self.t(T.FI_NO_ARCH, majors=[10])
-
-        # kernel warmup: flashinfer autotune (facts §2.3; S9 model_runner.py:1818-1874)
-        autotune = (not a.get("disable_flashinfer_autotune")
-                    and self.backend in ("flashinfer_trtllm", "flashinfer_mxfp4") and self.sm >= 90)
-        if autotune:
-            self.ranks(lambda r: self.t(T.AUTOTUNE_BEGIN_9))
-            self.sleep("autotune", 2.0)
-            if trtllm_broken:
-                self.scheduler_crash("trtllm_sm120", fi_exc)
-            self.ranks(lambda r: self.t(T.AUTOTUNE_END_9))
+        self.kernel_warmup(trtllm_broken, fi_exc, hf_config)
 
         # CUDA graph capture
-        if not a.get("disable_cuda_graph"):
-            max_bs = int(a.get("cuda_graph_max_bs") or 256)
-            bs_list = [b for b in [1, 2, 4, 8, 12] + list(range(16, 257, 8)) + list(range(272, 513, 16))
-                       if b <= max_bs]
+        bs_list = self.capture_batch_sizes()
+        if bs_list:
             if self.version == "0.5.9":
                 self.ranks(lambda r: self.t(T.CAPTURE_BEGIN_9, graph="cuda graph", avail=avail))
             else:
@@ -294,6 +338,8 @@ class Server:
             capture_s = phase_seconds("capture", 3.0)
             if self.fault == "slow_jit":
                 capture_s = phase_seconds("slow_jit", 60.0)
+            if self.version == "0.5.9":
+                self.ranks(lambda r: self.t(T.CAPTURE_BS_9, bs=bs_list), only0=True)
             self.capture_progress(bs_list, capture_s, avail)
             if trtllm_broken:
                 inner = T.TRACEBACKS[("0.5.9", "oom_graph_inner")][:9] + T.TRACEBACKS[("0.5.9", "trtllm_sm120")][-6:]
@@ -316,8 +362,8 @@ class Server:
                                             t=capture_s, usage=graph_gb, avail=avail))
             self.state.phase(used_gb=total_gb - avail, util=0)
         self.mem = {"weight": round(per_rank, 2), "kvcache": round(kv_gb, 2), "token_capacity": tokens,
-                    "graph": 0.35 if not a.get("disable_cuda_graph") else 0}
-        chunked = a.get("chunked_prefill_size") or (8192 if self.sm >= 90 else 4096)
+                    "graph": 0.35 if bs_list else 0}
+        chunked = self.sa["chunked_prefill_size"]
         max_prefill = a.get("max_prefill_tokens") or 16384
         self.ranks(lambda r: self.t(T.MAX_TOTAL_9 if self.version == "0.5.9" else T.MAX_TOTAL_23, n=tokens, c=chunked,
                                     p=max_prefill, r=self.max_running, L=self.context_len, label="available_gpu_mem",
@@ -328,28 +374,130 @@ class Server:
                              int(a.get("decode_log_interval") or 40), self.engine_log,
                              garbage=self.fault == "garbage")
         self.engine.crash_hook = self.engine_crash_hook
+        self.engine.on_output = self.on_output
+        stall = faults.LiveFault("stall")
+        rv = self.rendezvous
+        self.engine.stalled = (lambda: stall() or rv.broken.is_set()) if rv is not None else stall
+        self.engine.cuda_graph_max_bs = max(bs_list) if bs_list else 0
+        self.engine.slowdown = self.state.slowdown_factor
         self.engine.start()
         self.state.start_serving(self.engine, total_gb - avail)
+        if self.node_rank >= 1:
+            multinode.serve_follower(self)
+            return
         self.serve_http(trtllm_broken)
 
+    def max_num_reqs(self, tokens: int, requested) -> int:
+        """0.5.9 init_memory_pool: min(max(int(tokens / context_len * 512), 2048), 4096) unless
+        --max-running-requests; 0.5.23 resolve_max_num_reqs also caps it at tokens // 2."""
+        est = max(min(int(tokens / self.context_len * 512), 4096), 2048)
+        if self.version == "0.5.9":
+            return int(requested) if requested else est
+        return min(int(requested), tokens // 2) if requested else min(est, tokens // 2)
+
+    def capture_batch_sizes(self) -> list[int]:
+        """get_batch_sizes_to_capture (0.5.9 cuda_graph_runner.py, 0.5.23 runner/base_cuda_graph_runner.py):
+        the resolved decode bs list, plus the request-pool size when the list goes beyond it, clamped to it."""
+        bs = self.sa.decode_capture_bs()
+        if not bs:
+            return []
+        size = self.max_running
+        if max(bs) > size:
+            bs = bs + [size]
+        return sorted({b for b in bs if b <= size})
+
+    def kernel_warmup(self, trtllm_broken: bool, fi_exc: str, hf_config: str):
+        a = self.args
+        if self.version == "0.5.9":
+            # model_runner.py kernel_warmup -> _flashinfer_autotune (_should_run_flashinfer_autotune)
+            autotune = (not a.get("disable_flashinfer_autotune")
+                        and self.backend in ("flashinfer_trtllm", "flashinfer_mxfp4") and self.sm >= 90)
+            if autotune:
+                self.ranks(lambda r: self.t(T.AUTOTUNE_BEGIN_9))
+                self.sleep("autotune", 2.0)
+                if trtllm_broken:
+                    self.scheduler_crash("trtllm_sm120", fi_exc)
+                self.ranks(lambda r: self.t(T.AUTOTUNE_END_9))
+            return
+        # 0.5.23: EagerRunner(...).warmup() -> BaseRunner._warmup: allreduce-fusion workspaces first
+        # (flashinfer_comm_fusion.py _resolve_backend raises off SM90/SM10X), then flashinfer autotune
+        if a.get("enable_flashinfer_allreduce_fusion") and not (self.sm == 90 or 100 <= self.sm < 110) \
+                and self.tp > 1:
+            self.scheduler_crash("allreduce_fusion", "ValueError: " + self.t(T.ALLREDUCE_FUSION_23))
+        autotune = (not a.get("disable_flashinfer_autotune") and self.sm >= 90
+                    and self.backend in ("flashinfer_trtllm", "flashinfer_trtllm_routed", "flashinfer_mxfp4",
+                                         "flashinfer_cutedsl", "flashinfer_cutlass", "flashinfer_megamoe"))
+        if autotune:
+            self.ranks(lambda r: self.t(T.AUTOTUNE_BEGIN_23, cache=self.autotune_cache_path(r, hf_config)))
+            self.sleep("autotune", 2.0)
+            if trtllm_broken:
+                self.scheduler_crash("trtllm_sm120", fi_exc)
+            self.ranks(lambda r: self.t(T.AUTOTUNE_END_23))
+
+    def autotune_cache_path(self, rank: int, hf_config: str) -> str:
+        """flashinfer_autotune_cache_path (0.5.23 runner/flashinfer_autotune.py)."""
+        sa = self.sa
+        parts = [str(sa["model_path"]), "torch.bfloat16", str(sa["quantization"]), str(self.backend),
+                 str(sa["tp_size"]), str(sa["pp_size"]), "1", str(sa.get("ep_size") or 1), hf_config,
+                 "candidate_selection=v2_default", "skip_ops="]
+        key = hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+        base = os.path.expanduser(os.environ.get("SGLANG_CACHE_DIR") or "~/.cache/sglang")
+        return f"{base}/flashinfer/autotune/0.7.2/sm{self.sm}/{key}/rank_tp{rank}_pp0_dp0.json"
+
     def capture_progress(self, bs_list, seconds, avail):
-        """TP0's tqdm bar over reversed(capture_bs) (S9 cuda_graph_runner.py:484-503), written to stderr
-        the way tqdm does (carriage returns, final newline)."""
-        Log.line(f"Capture cuda graph bs {bs_list}", self.prefix(0))
+        """TP0's tqdm bar over reversed(capture_bs): the initial bar, set_description() per batch size
+        (which refreshes), the final bar at close(), then a newline."""
+        if 0 not in self.local_ranks:
+            time.sleep(seconds)
+            return
+        desc_tpl = T.CAPTURE_TQDM_DESC_9 if self.version == "0.5.9" else T.CAPTURE_TQDM_DESC_23
         n = len(bs_list)
+        status = TqdmStatus()
         start = time.monotonic()
+        status(tqdm_meter("", 0, n, 0.0))
+        desc = ""
         for i, bs in enumerate(reversed(bs_list)):
-            el = time.monotonic() - start
-            pct = int(100 * i / n)
-            Log.write(f"\rCapturing batches (bs={bs} avail_mem={avail - 0.35 * i / n:.2f} GB): {pct:3d}%|"
-                      f"{'#' * (pct // 10):<10}| {i}/{n} [{int(el) // 60:02d}:{int(el) % 60:02d}<?, ?it/s]")
+            desc = self.t(desc_tpl, bs=bs, avail=avail - 0.35 * i / n)
+            status(tqdm_meter(desc, i, n, time.monotonic() - start))
             time.sleep(seconds / n)
-        el = time.monotonic() - start
-        Log.write(f"\rCapturing batches (bs=1 avail_mem={avail - 0.35:.2f} GB): 100%|{'#' * 10}| {n}/{n} "
-                  f"[{int(el) // 60:02d}:{int(el) % 60:02d}<00:00, {n / max(el, 1e-6):.2f}it/s]\n")
+        status(tqdm_meter(desc, n, n, time.monotonic() - start))
+        Log.write("\n")
 
     # ------------------------------------------------------------ engine callbacks
+    def on_output(self, reqs):
+        """A batch result reached the tokenizer manager: last_receive_tstamp, per-request state, metrics."""
+        now = time.time()
+        self.last_receive_tstamp = now
+        perf = time.perf_counter()
+        for r in reqs:
+            st = getattr(r, "tm", None)
+            if st is None:
+                continue
+            finished = r.finish_reason is not None
+            if not st.first_token_perf:
+                st.first_token_perf = perf
+                st.first_token_time = now
+            if finished:
+                st.finished_time, st.finished_perf = now, perf
+                st.finish_type = r.finish_reason.get("type")
+            if self.metrics is not None and r.count_in_metrics:
+                self.metrics.on_output(st, len(r.out_ids), finished, now)
+
+    def scheduler_stats(self) -> dict:
+        e = self.engine
+        used, usage = e.token_usage()
+        d = {"num_running_reqs": len(e.running), "num_used_tokens": used, "token_usage": usage,
+             "decode_sum_seq_lens": used, "gen_throughput": e.last_gen_throughput, "num_queue_reqs": len(e.waiting),
+             "max_total_num_tokens": self.max_total_tokens, "is_cuda_graph": 1.0 if e.last_batch_cuda_graph else 0.0,
+             "full_token_usage": usage, "kv_used_tokens": used,
+             "kv_available_tokens": self.max_total_tokens - used}
+        return d
+
     def engine_log(self, kind, **f):
+        if self.metrics is not None:
+            self.metrics.log_stats(self.scheduler_stats())
+        if 0 not in self.local_ranks:
+            return
         if kind == "prefill":
             if self.version == "0.5.9":
                 P = T.PREFILL_9.parts
@@ -363,17 +511,16 @@ class Server:
                          f"#pending-token: 0, cuda graph: False, input throughput (token/s): {f['thr']:.2f}")
             Log.line(msg, self.prefix(0))
         elif kind == "decode":
+            cg = bool(self.engine and self.engine.last_batch_cuda_graph)
             if self.version == "0.5.9":
                 D = T.DECODE_9.parts
                 msg = (D[0].format(it="", running=f["running"], usage_msg=D[1].format(tokens=f["tokens"],
                                                                                      usage=f["usage"]))
-                       + D[2].format(graph="cuda graph", cg=not self.args.get("disable_cuda_graph"), thr=f["thr"],
-                                     queue=f["queue"]))
+                       + D[2].format(graph="cuda graph", cg=cg, thr=f["thr"], queue=f["queue"]))
             else:
                 msg = (T.DECODE_23.parts[0].format(it="", running=f["running"],
                                                    usage_msg=f"#token: {f['tokens']}, token usage: {f['usage']:.2f}, ")
-                       + f"cuda graph: {not self.args.get('disable_cuda_graph')}, "
-                         f"gen throughput (token/s): {f['thr']:.2f}, #queue-req: {f['queue']}")
+                       + f"cuda graph: {cg}, gen throughput (token/s): {f['thr']:.2f}, #queue-req: {f['queue']}")
             Log.line(msg, self.prefix(0))
 
     def engine_crash_hook(self, new_reqs) -> bool:
@@ -397,12 +544,38 @@ class Server:
         self.scheduler_crash("serve", frames_exc, during_serving=True)
 
     # ------------------------------------------------------------ HTTP
+    def model_info(self):
+        _, cls, _, _, _, model_type, _ = model_facts(self.args.get("model_path") or "")
+        sa = self.sa
+        info = {"model_path": sa["model_path"], "tokenizer_path": sa["tokenizer_path"], "is_generation": True,
+                "preferred_sampling_params": sa.get("preferred_sampling_params"),
+                "weight_version": sa.get("weight_version", "default"),
+                "has_image_understanding": False, "has_audio_understanding": False,
+                "model_type": model_type, "architectures": [cls]}
+        if self.version == "0.5.23":
+            info.update({"served_model_name": self.served_name, "load_format": sa.get("load_format"),
+                         "reasoning_parser": sa.get("reasoning_parser"),
+                         "tool_call_parser": sa.get("tool_call_parser"), "disaggregation_mode": "null"})
+        return info
+
+    def server_info(self):
+        """{**dataclasses.asdict(server_args), **scheduler_info, "internal_states": [...], "version": ...}."""
+        state = self.sa.as_dict()
+        state.update({"last_gen_throughput": self.engine.last_gen_throughput if self.engine else 0.0,
+                      "memory_usage": self.mem, "effective_max_running_requests_per_dp": self.max_running})
+        out = {k: v for k, v in self.sa.as_dict().items() if _jsonable(v)}
+        out.update({"max_total_num_tokens": self.max_total_tokens, "max_req_input_len": self.context_len - 1,
+                    "internal_states": [{k: v for k, v in state.items() if _jsonable(v)}], "version": self.version})
+        if self.version == "0.5.23":
+            out.update({"startup_time": self.start_time, "frontend": "http", "launch_command": " ".join(sys.argv)})
+        return out
+
     def serve_http(self, trtllm_broken: bool):
         a = self.args
         host = a.get("host") or "127.0.0.1"
         port = int(a.get("port") or 30000)
         # with --disable-flashinfer-autotune and --disable-cuda-graph the first MoE forward is the
-        # warmup request (facts §2.3)
+        # warmup request
         self.trtllm_first_forward = trtllm_broken
         Log.uvicorn(T.render(T.UV_STARTED, pid=self.pid))
         Log.uvicorn(T.render(T.UV_WAIT_STARTUP))
@@ -412,8 +585,8 @@ class Server:
         try:
             if self.fault == "port_in_use":
                 raise OSError(98, "Address already in use")
-            Handler.server_obj = self
-            self.httpd = _HTTPServer((host, port), Handler)
+            handler = type("SimHandler", (Handler,), {"server_obj": self})
+            self.httpd = HTTPServer((host, port), handler)
         except OSError as e:
             Log.uvicorn(T.render(T.BIND_ERROR, errno=e.errno, addr=(host, port), strerror=(e.strerror or "").lower()),
                         "ERROR")
@@ -421,19 +594,17 @@ class Server:
             Log.uvicorn(T.render(T.UV_SHUTDOWN_COMPLETE))
             self.state.remove()
             # lifespan shutdown joins the (non-daemon) warmup thread, which polls /model_info 120 x 1 s
-            # and then kill_process_tree()s the process (S9 http_server.py:1663-1689)
+            # and then kill_process_tree()s the process (http_server.py _execute_server_warmup)
             warm.join()
             return
-        self.httpd.daemon_threads = True
         self.http_enabled = True
-        scheme_host = "0.0.0.0" if host is None else host
-        Log.uvicorn(T.render(T.UV_RUNNING, addr=T.render(T.UV_ADDR, scheme="http", host=scheme_host, port=port)))
+        Log.uvicorn(T.render(T.UV_RUNNING, addr=T.render(T.UV_ADDR, scheme="http", host=host, port=port)))
         signal.signal(signal.SIGTERM, self.on_sigterm_before_handler)
         self.httpd.serve_forever(poll_interval=0.2)
 
     def on_sigterm_before_handler(self, signum, frame):
         # before the first request reaches the tokenizer manager, uvicorn's own handler is active
-        if self.status != "Up" or not self.handle_loop_created:
+        if not self.handle_loop_created:
             Log.uvicorn(T.render(T.UV_SHUTTING_DOWN))
             Log.uvicorn(T.render(T.UV_WAIT_SHUTDOWN))
             Log.uvicorn(T.render(T.UV_SHUTDOWN_COMPLETE))
@@ -441,8 +612,6 @@ class Server:
             self.state.remove()
             os._exit(0)
         self.on_sigterm()
-
-    handle_loop_created = False
 
     def on_sigterm(self):
         # TokenizerManager SignalHandler.sigterm_handler via loop.add_signal_handler (no args)
@@ -456,16 +625,22 @@ class Server:
         while True:
             n = self.engine.num_unfinished() if self.engine else 0
             rids = [r.rid for r in (self.engine.running + self.engine.waiting)] if self.engine else []
+            if self.status == "UnHealthy":
+                # "if health check failed, we should exit immediately"
+                Log.line(self.t(T.SIGTERM_UNHEALTHY))
+                break
             Log.line(self.t(T.GRACEFUL, n=n, rids=rids))
             if n == 0:
                 break
             time.sleep(min(5.0, 5.0 * time_scale()))
         self.state.remove()
         if self.version == "0.5.9":
-            # S9 tokenizer_manager.py:2148 kill_process_tree(os.getpid(), include_parent=True):
-            # the process SIGKILLs itself (utils/common.py:1149-1153)
+            # tokenizer_manager.py sigterm_watchdog: kill_process_tree(os.getpid(), include_parent=True):
+            # the process SIGKILLs itself (utils/common.py kill_process_tree)
             self.die_sigkill()
-        # S23: ShutdownReq to the schedulers, then the server stop hook ends uvicorn -> exit 0
+        # 0.5.23: ShutdownReq to the schedulers (on every node), then the server stop hook ends uvicorn -> exit 0
+        if self.rendezvous is not None:
+            self.rendezvous.shutdown_followers()
         Log.uvicorn(T.render(T.UV_SHUTTING_DOWN))
         Log.uvicorn(T.render(T.UV_WAIT_SHUTDOWN))
         Log.uvicorn(T.render(T.UV_SHUTDOWN_COMPLETE))
@@ -511,376 +686,12 @@ class Server:
         Log.line(self.t(T.READY))
 
 
-# ---------------------------------------------------------------------------- request handling
-class _HTTPServer(ThreadingHTTPServer):
-    # uvicorn's default backlog is 2048; http.server's 5 drops SYNs under a burst of new
-    # connections (each costing a 1 s retransmit), which would distort client-side latencies
-    request_queue_size = 2048
-    daemon_threads = True
-
-
-def _sse(obj) -> bytes:
-    return b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj).encode()) + b"\n\n"
-
-
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server_obj: Server = None  # type: ignore[assignment]
-    def version_string(self):  # uvicorn's default "server: uvicorn" header
-        return "uvicorn"
-
-    def log_message(self, fmt, *args):  # replaced by uvicorn-style access lines
-        pass
-
-    def log_request(self, code="-", size="-"):
-        try:
-            status = int(code)
-        except (TypeError, ValueError):
-            return
-        Log.access(f"{self.client_address[0]}:{self.client_address[1]}",
-                   f"{self.command} {self.path} HTTP/{self.request_version.split('/')[-1]}", status)
-
-    # ------------------------------------------------------------ plumbing
-    def _send(self, status: int, body: bytes = b"", ctype: str = "application/json", extra=None):
-        self.send_response(status)
-        self.send_header(*SIM_HEADER)
-        if body or status != 200 or ctype:
-            self.send_header("content-type", ctype)
-        self.send_header("content-length", str(len(body)))
-        for k, v in (extra or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        if body and self.command != "HEAD":
-            self.wfile.write(body)
-
-    def _json(self, status: int, obj):
-        self._send(status, json.dumps(obj).encode(), "application/json")
-
-    def _body(self):
-        n = int(self.headers.get("content-length") or 0)
-        raw = self.rfile.read(n) if n else b""
-        if not raw:
-            return {}
-        return json.loads(raw)
-
-    def _start_stream(self):
-        self.send_response(200)
-        self.send_header(*SIM_HEADER)
-        self.send_header("content-type", "text/event-stream; charset=utf-8")
-        self.send_header("transfer-encoding", "chunked")
-        self.end_headers()
-
-    def _chunk(self, data: bytes):
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-        self.wfile.flush()
-
-    def _end_stream(self):
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
-
-    def _auth_ok(self, path: str) -> bool:
-        s = self.server_obj
-        key = s.args.get("api_key")
-        if not key:
-            return True
-        exempt = ("/health", "/metrics") + (("/ready",) if s.version == "0.5.23" else ())
-        if path.startswith(exempt):  # sglang/srt/utils/auth.py decide_request_auth
-            return True
-        parts = (self.headers.get("Authorization") or "").split(" ", 1)
-        if len(parts) == 2 and parts[0].lower() == "bearer" and parts[1] == key:
-            return True
-        self._json(401, {"error": "Unauthorized"})
+def _jsonable(v) -> bool:
+    try:
+        json.dumps(v)
+        return True
+    except (TypeError, ValueError):
         return False
-
-    # ------------------------------------------------------------ routing
-    def do_GET(self):
-        self._route("GET")
-
-    def do_POST(self):
-        self._route("POST")
-
-    def do_PUT(self):
-        self._route("PUT")
-
-    def _route(self, method):
-        s = self.server_obj
-        path = self.path.split("?", 1)[0]
-        if not self._auth_ok(path):
-            return
-        try:
-            if path in ("/health", "/health_generate") and method == "GET":
-                return self.health(path)
-            if path == "/ready" and s.version == "0.5.23" and method == "GET":
-                return self._send(200 if s.status == "Up" and not s.gracefully_exit else 503, b"", "")
-            if path == "/ping" and method == "GET":
-                return self._send(200, b"", "")
-            if path in ("/model_info", "/get_model_info") and method == "GET":
-                if path == "/get_model_info" and s.version == "0.5.9":
-                    Log.line(T.render(T.GET_MODEL_INFO_DEPRECATED))
-                return self._json(200, self.model_info())
-            if path in ("/server_info", "/get_server_info") and method == "GET":
-                if path == "/get_server_info" and s.version == "0.5.9":
-                    Log.line(T.render(T.GET_SERVER_INFO_DEPRECATED))
-                return self._json(200, self.server_info())
-            if path == "/v1/models" and method == "GET":
-                return self._json(200, {"object": "list", "data": [
-                    {"id": s.served_name, "object": "model", "created": int(time.time()), "owned_by": "sglang",
-                     "root": s.served_name, "parent": None, "max_model_len": s.context_len}]})
-            if path == "/metrics" and method == "GET" and s.args.get("enable_metrics"):
-                return self._send(200, self.metrics().encode(), "text/plain; version=0.0.4; charset=utf-8")
-            if path == "/flush_cache" and method in ("GET", "POST"):
-                if s.engine and s.engine.flush_cache():
-                    return self._send(200, b"Cache flushed.\nPlease check backend logs for more details. "
-                                           b"(When there are running or waiting requests, the operation will not "
-                                           b"be performed.)\n", "text/plain; charset=utf-8")
-                return self._send(400, b"Cache not flushed. Please check backend logs for more details. "
-                                       b"(When there are running or waiting requests, the operation will not "
-                                       b"be performed.)\n", "text/plain; charset=utf-8")
-            if path == "/generate" and method in ("POST", "PUT"):
-                return self.generate()
-            if path == "/v1/completions" and method == "POST":
-                return self.openai(chat=False)
-            if path == "/v1/chat/completions" and method == "POST":
-                return self.openai(chat=True)
-            return self._json(404, {"detail": "Not Found"})
-        except (BrokenPipeError, ConnectionResetError):
-            return
-
-    # ------------------------------------------------------------ endpoints
-    def health(self, path):
-        s = self.server_obj
-        if s.gracefully_exit:
-            Log.line(T.render(T.HEALTH_DURING_SHUTDOWN))
-            return self._send(503, b"", "")
-        if s.status == "Starting":
-            return self._send(503, b"", "")
-        if s.crashed:
-            return  # no answer: the process is going down
-        req = Req(1, 1, True, "HEALTH_CHECK", rid=f"HEALTH_CHECK_{time.time()}", count_in_metrics=False)
-        s.engine.submit(req)
-        try:
-            req.events.get(timeout=20)
-        except Exception:  # noqa: BLE001
-            s.status = "UnHealthy"
-            return self._send(503, b"", "")
-        return self._send(200, b"", "")
-
-    def model_info(self):
-        s = self.server_obj
-        _, cls, _, _, _, model_type = model_facts(s.args.get("model_path") or "")
-        info = {"model_path": s.args.get("model_path"), "tokenizer_path": s.args.get("tokenizer_path")
-                or s.args.get("model_path"), "is_generation": True,
-                "preferred_sampling_params": s.args.get("preferred_sampling_params"),
-                "weight_version": s.args.get("weight_version", "default"),
-                "has_image_understanding": False, "has_audio_understanding": False,
-                "model_type": model_type, "architectures": [cls]}
-        if s.version == "0.5.23":
-            info.update({"served_model_name": s.served_name, "load_format": s.args.get("load_format"),
-                         "reasoning_parser": s.args.get("reasoning_parser"),
-                         "tool_call_parser": s.args.get("tool_call_parser"), "disaggregation_mode": "null"})
-        return info
-
-    def server_info(self):
-        s = self.server_obj
-        state = dict(s.args)
-        state.update({"last_gen_throughput": s.engine.last_gen_throughput if s.engine else 0.0,
-                      "memory_usage": s.mem, "effective_max_running_requests_per_dp": s.max_running})
-        out = dict(s.args)
-        out.update({"max_total_num_tokens": s.max_total_tokens, "max_req_input_len": s.context_len - 1,
-                    "internal_states": [state], "version": s.version})
-        if s.version == "0.5.23":
-            out.update({"startup_time": s.start_time, "frontend": "http", "launch_command": " ".join(sys.argv)})
-        return out
-
-    def metrics(self) -> str:
-        s = self.server_obj
-        e = s.engine
-        name = s.served_name
-        lbl = f'model_name="{name}"'
-        used, usage = e.token_usage() if e else (0, 0.0)
-        lines = []
-
-        def m(metric, kind, value, help_):
-            lines.append(f"# HELP sglang:{metric} {help_}")
-            lines.append(f"# TYPE sglang:{metric} {kind}")
-            lines.append(f"sglang:{metric}{{{lbl}}} {float(value)}")
-
-        m("prompt_tokens_total", "counter", e.stats["prompt_tokens"], "Number of prefill tokens processed.")
-        m("generation_tokens_total", "counter", e.stats["generation_tokens"], "Number of generation tokens processed.")
-        m("num_requests_total", "counter", e.stats["requests"], "Number of requests processed.")
-        m("cached_tokens_total", "counter", 0, "Number of cached prompt tokens.")
-        m("num_running_reqs", "gauge", len(e.running), "The number of running requests.")
-        m("num_queue_reqs", "gauge", len(e.waiting), "The number of requests in the waiting queue.")
-        m("num_used_tokens", "gauge", used, "The number of used tokens.")
-        m("token_usage", "gauge", usage, "The token usage.")
-        m("gen_throughput", "gauge", e.last_gen_throughput, "The generation throughput (token/s).")
-        m("cache_hit_rate", "gauge", 0.0, "The prefix cache hit rate.")
-        m("max_total_num_tokens", "gauge", s.max_total_tokens, "Maximum total number of tokens in the KV cache pool.")
-        return "\n".join(lines) + "\n"
-
-    # ------------------------------------------------------------ generation
-    def _make_req(self, prompt_tokens, sp, seed, rid=None):
-        s = self.server_obj
-        max_new = sp.get("max_new_tokens")
-        max_new = 128 if max_new is None else int(max_new)
-        req = Req(prompt_tokens, max_new, bool(sp.get("ignore_eos")), seed, rid=rid)
-        if not s.handle_loop_created:
-            s.handle_loop_created = True  # tokenizer manager's auto_create_handle_loop
-            if threading.current_thread() is not threading.main_thread():
-                pass
-        if s.status == "Up":
-            s.first_real_request.set()
-        s.engine.submit(req)
-        return req
-
-    def _meta(self, req: Req, finished: bool):
-        s = self.server_obj
-        meta = {"id": req.rid, "finish_reason": req.finish_reason if finished else None,
-                "prompt_tokens": req.prompt_tokens, "weight_version": "default",
-                "completion_tokens": len(req.out_ids), "cached_tokens": 0}
-        meta["total_retractions" if s.version == "0.5.9" else "num_retractions"] = 0
-        if finished:
-            meta["e2e_latency"] = req.finished_time - req.created
-        if s.version == "0.5.23":
-            meta["reasoning_tokens"] = 0
-        return meta
-
-    def generate(self):
-        s = self.server_obj
-        if s.gracefully_exit:
-            return self._json(503, {"error": {"message": "Server is shutting down"}})
-        try:
-            body = self._body()
-        except ValueError as e:
-            return self._json(400, {"error": {"message": str(e)}})
-        sp = body.get("sampling_params") or {}
-        if "text" in body and body["text"] is not None:
-            if isinstance(body["text"], list):
-                return self._json(400, {"error": {"message": "batch input is not supported by the simulator"}})
-            prompt = count_prompt_tokens(str(body["text"]))
-            seed = str(body["text"])
-        elif "input_ids" in body and body["input_ids"] is not None:
-            ids = body["input_ids"]
-            if ids and isinstance(ids[0], list):
-                return self._json(400, {"error": {"message": "batch input is not supported by the simulator"}})
-            prompt = len(ids)
-            seed = json.dumps(ids)
-        else:
-            return self._json(400, {"error": {"message": "Either text, input_ids or input_embeds should be provided."}})
-        req = self._make_req(prompt, sp, seed, rid=body.get("rid"))
-        if not body.get("stream"):
-            while True:
-                kind, _ = req.events.get()
-                if kind == "finish":
-                    break
-            return self._json(200, {"text": req.text, "output_ids": list(req.out_ids),
-                                    "meta_info": self._meta(req, True)})
-        self._start_stream()
-        try:
-            while True:
-                kind, _k = req.events.get()
-                fin = kind == "finish"
-                self._chunk(_sse({"text": req.text, "output_ids": list(req.out_ids),
-                                  "meta_info": self._meta(req, fin)}))
-                if fin:
-                    break
-            self._chunk(_sse(b"[DONE]"))
-            self._end_stream()
-        except (BrokenPipeError, ConnectionResetError):
-            req.aborted = True
-
-    def openai(self, chat: bool):
-        s = self.server_obj
-        ctype = (self.headers.get("content-type") or "").split(";")[0].strip().lower()
-        if ctype != "application/json":
-            return self._json(400, {"object": "error", "message":
-                                    "1 validation error:\n  {'type': 'value_error', 'loc': ('header', "
-                                    "'content-type'), 'msg': \"Unsupported Media Type: Only 'application/json' is "
-                                    "allowed\"}", "type": "BadRequest", "param": None, "code": 400})
-        try:
-            body = self._body()
-        except ValueError as e:
-            return self._json(400, {"object": "error", "message": str(e), "type": "BadRequestError",
-                                    "param": None, "code": 400})
-        if chat:
-            msgs = body.get("messages") or []
-            text = " ".join(m.get("content") if isinstance(m.get("content"), str) else
-                            " ".join(p.get("text", "") for p in (m.get("content") or []) if isinstance(p, dict))
-                            for m in msgs)
-            prompt = count_prompt_tokens(text)
-            seed = text
-        else:
-            p = body.get("prompt", "")
-            if isinstance(p, list) and p and isinstance(p[0], int):
-                prompt, seed = len(p), json.dumps(p)
-            else:
-                if isinstance(p, list):
-                    p = p[0] if p else ""
-                prompt, seed = count_prompt_tokens(str(p)), str(p)
-        max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
-        if max_tokens is None:
-            max_tokens = 16 if not chat else 128
-        sp = {"max_new_tokens": max_tokens, "ignore_eos": body.get("ignore_eos", False)}
-        req = self._make_req(prompt, sp, seed)
-        rid = req.rid
-        created = int(time.time())
-        model = body.get("model") or s.served_name
-        obj = "chat.completion" if chat else "text_completion"
-
-        def usage():
-            return {"prompt_tokens": req.prompt_tokens, "total_tokens": req.prompt_tokens + len(req.out_ids),
-                    "completion_tokens": len(req.out_ids), "prompt_tokens_details": None, "reasoning_tokens": 0}
-
-        def reason():
-            fr = req.finish_reason or {}
-            return fr.get("type"), fr.get("matched")
-
-        if not body.get("stream"):
-            while req.events.get()[0] != "finish":
-                pass
-            r, matched = reason()
-            if chat:
-                choice = {"index": 0, "message": {"role": "assistant", "content": req.text, "reasoning_content": None,
-                                                  "tool_calls": None}, "logprobs": None, "finish_reason": r,
-                          "matched_stop": matched}
-            else:
-                choice = {"index": 0, "text": req.text, "logprobs": None, "finish_reason": r, "matched_stop": matched}
-            return self._json(200, {"id": rid, "object": obj, "created": created, "model": model,
-                                    "choices": [choice], "usage": usage(), "metadata": {"weight_version": "default"}})
-        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        self._start_stream()
-        sent = 0
-        try:
-            if chat:
-                self._chunk(_sse({"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
-                                  "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
-                                               "logprobs": None, "finish_reason": None, "matched_stop": None}],
-                                  "usage": None}))
-            while True:
-                kind, _k = req.events.get()
-                fin = kind == "finish"
-                words = req.text.split(" ") if req.out_ids else []
-                delta = (" " if sent else "") + " ".join(words[sent:]) if len(words) > sent else ""
-                sent = len(words)
-                r, matched = reason() if fin else (None, None)
-                if chat:
-                    ch = {"index": 0, "delta": {"role": None, "content": delta}, "logprobs": None,
-                          "finish_reason": r, "matched_stop": matched}
-                    o = "chat.completion.chunk"
-                else:
-                    ch = {"index": 0, "text": delta, "logprobs": None, "finish_reason": r, "matched_stop": matched}
-                    o = "text_completion"
-                self._chunk(_sse({"id": rid, "object": o, "created": created, "model": model, "choices": [ch],
-                                  "usage": None}))
-                if fin:
-                    break
-            if include_usage:
-                self._chunk(_sse({"id": rid, "object": "chat.completion.chunk" if chat else "text_completion",
-                                  "created": created, "model": model, "choices": [], "usage": usage()}))
-            self._chunk(_sse(b"[DONE]"))
-            self._end_stream()
-        except (BrokenPipeError, ConnectionResetError):
-            req.aborted = True
 
 
 # ---------------------------------------------------------------------------- entry point

@@ -41,6 +41,11 @@ INIT_DIST_BEGIN_9 = Tpl("sglang", "sglang/srt/model_executor/model_runner.py", V
                         ("Init torch distributed begin.",))
 INIT_DIST_END_9 = Tpl("sglang", "sglang/srt/model_executor/model_runner.py", V9,
                       ("Init torch distributed ends. elapsed={t:.2f} s, mem usage={m:.2f} GB",))
+INIT_PARALLEL_BEGIN_23 = Tpl("sglang", "sglang/srt/distributed/bootstrap.py", V23, ("Init parallel begin.",))
+INIT_PARALLEL_END_23 = Tpl("sglang", "sglang/srt/distributed/bootstrap.py", V23,
+                           ("Init parallel ends. elapsed={t:.2f} s",))
+MEM_BASELINE_23 = Tpl("sglang", "sglang/srt/distributed/bootstrap.py", V23,
+                      ("Memory baseline taken. mem usage={m:.2f} GB",))
 LOAD_BEGIN = Tpl("sglang", "sglang/srt/model_executor/model_runner.py", ALL,
                  ("Load weight begin. avail mem={avail:.2f} GB",))
 LOAD_END_9 = Tpl("sglang", "sglang/srt/model_executor/model_runner.py", V9,
@@ -53,6 +58,12 @@ KV_ALLOC_KV_9 = Tpl("sglang", "sglang/srt/mem_cache/memory_pool.py", V9,
                     ("KV Cache is allocated. #tokens: {n}, KV size: {kv:.2f} GB",))
 KV_ALLOC_KV_23 = Tpl("sglang", "sglang/srt/mem_cache/memory_pool.py", V23,
                      ("{cache_name} {state}. dtype: {dtype}, #tokens: {n}, KV size: {kv:.2f} GB",))
+# a pool whose get_kv_size_bytes() returns (K, V): MHATokenToKVPool, i.e. non-MLA models
+KV_ALLOC_KV_SPLIT_9 = Tpl("sglang", "sglang/srt/mem_cache/memory_pool.py", V9,
+                          ("KV Cache is allocated. #tokens: {n}, K size: {k:.2f} GB, V size: {v:.2f} GB",))
+KV_ALLOC_KV_SPLIT_23 = Tpl("sglang", "sglang/srt/mem_cache/memory_pool.py", V23,
+                           ("{cache_name} {state}. dtype: {dtype}, #tokens: {n}, K size: {k:.2f} GB, "
+                            "V size: {v:.2f} GB",))
 MEM_POOL_END_9 = Tpl("sglang", "sglang/srt/model_executor/model_runner_kv_cache_mixin.py", V9,
                      ("Memory pool end. avail mem={avail:.2f} GB",))
 MEM_POOL_END_23 = Tpl("sglang", "sglang/srt/mem_cache/kv_cache_configurator.py", V23,
@@ -61,6 +72,8 @@ AUTOTUNE_BEGIN_9 = Tpl("sglang", "sglang/srt/model_executor/model_runner.py", V9
                        ("Running FlashInfer autotune...",))
 AUTOTUNE_END_9 = Tpl("sglang", "sglang/srt/model_executor/model_runner.py", V9,
                      ("FlashInfer autotune completed.",))
+AUTOTUNE_BEGIN_23 = Tpl("sglang", "sglang/srt/model_executor/runner/flashinfer_autotune.py", V23,
+                        ("Running FlashInfer autotune with cache: {cache}",))  # logger.info("...%s", path)
 AUTOTUNE_END_23 = Tpl("sglang", "sglang/srt/model_executor/runner/flashinfer_autotune.py", V23,
                       ("FlashInfer autotune completed.",))
 CAPTURE_BEGIN_9 = Tpl("sglang", "sglang/srt/model_executor/model_runner.py", V9,
@@ -68,6 +81,16 @@ CAPTURE_BEGIN_9 = Tpl("sglang", "sglang/srt/model_executor/model_runner.py", V9,
 CAPTURE_END_9 = Tpl("sglang", "sglang/srt/model_executor/model_runner.py", V9,
                     ("Capture {graph} end. Time elapsed: {t:.2f} s. ",
                      "mem usage={usage:.2f} GB. avail mem={avail:.2f} GB."))
+CAPTURE_BS_9 = Tpl("sglang", "sglang/srt/model_executor/cuda_graph_runner.py", V9,
+                   ("Capture cuda graph bs {bs}",))  # log_info_on_rank0: TP0 only
+# TP0's tqdm bar over reversed(capture_bs), with this description (both versions)
+CAPTURE_TQDM_DESC_9 = Tpl("sglang", "sglang/srt/model_executor/cuda_graph_runner.py", V9,
+                          ("Capturing batches (bs={bs} avail_mem={avail:.2f} GB)",))
+CAPTURE_TQDM_DESC_23 = Tpl("sglang", "sglang/srt/model_executor/runner/decode_cuda_graph_runner.py", V23,
+                           ("Capturing batches (bs={bs} avail_mem={avail:.2f} GB)",))
+# tqdm 4.70.1 std.py format_meter: l_bar '{desc}: {percentage:3.0f}%|' and r_bar
+TQDM_R_BAR = Tpl("tqdm", "tqdm/std.py", ALL,
+                 ("| {n_fmt}/{total_fmt} [{elapsed_str}<{remaining_str}, {rate_fmt}{postfix}]",))
 CAPTURE_BEGIN_23 = Tpl("sglang", "sglang/srt/model_executor/model_runner_components/cuda_graph_setup.py", V23,
                        ("Capture {name} {graph} begin. backend={backend}, num_tokens_per_req={k}, "
                         "avail mem={avail:.2f} GB",))
@@ -83,6 +106,28 @@ MAX_TOTAL_23 = Tpl("sglang", "sglang/srt/managers/scheduler.py", V23,
 TRTLLM_SHARED_EXPERTS_9 = Tpl("sglang", "sglang/srt/server_args.py", V9,
                               ("FlashInfer TRTLLM MoE is enabled. --disable-shared-experts-fusion is "
                                "automatically set.",))
+# 0.5.23 resolution hooks (logged after configure_logger)
+TRTLLM_SHARED_EXPERTS_23 = Tpl("sglang", "sglang/srt/arg_groups/overrides.py", V23,
+                               ("FlashInfer TRTLLM MoE is enabled. --disable-shared-experts-fusion is "
+                                "automatically set.",))
+CUTEDSL_SHARED_EXPERTS_23 = Tpl("sglang", "sglang/srt/arg_groups/overrides.py", V23,
+                                ("FlashInfer CuteDSL MoE is enabled. --disable-shared-experts-fusion is "
+                                 "automatically set.",))
+# ServerArgs._handle_model_specific_adjustments, DeepSeek DSA branch (GlmMoeDsaForCausalLM), 0.5.9
+DSA_FORCE_MLA_9 = Tpl("sglang", "sglang/srt/server_args.py", V9, (
+    "Force NSA prefill to use MLA (i.e. disable MHA_ONE_SHOT) for GlmMoeDsaForCausalLM on Blackwell.",))
+DSA_TP_MODE_9 = Tpl("sglang", "sglang/srt/server_args.py", V9, (
+    "DSA with TP mode is active, dp_size={dp}, tp_size={tp}, attn_tp_size={tp}, attention weights will be "
+    "sharded across {tp} ranks.",))
+DSA_PAGE_SIZE_9 = Tpl("sglang", "sglang/srt/server_args.py", V9, ("Setting page size to 64 for DeepSeek DSA.",))
+DSA_KV_DTYPE_HINT_9 = Tpl("sglang", "sglang/srt/server_args.py", V9, (
+    "When specifying --nsa-prefill-backend or --nsa-decode-backend, you should also explicitly set "
+    "--kv-cache-dtype (e.g., 'fp8_e4m3' or 'bfloat16'). DeepSeek V3.2 defaults to FP8 KV cache which may not "
+    "be compatible with all backends.",))
+DSA_KV_DTYPE_9 = Tpl("sglang", "sglang/srt/server_args.py", V9,
+                     ("Setting KV cache dtype to {dtype} for DeepSeek DSA on SM{major} device.",))
+NSA_BACKENDS_9 = Tpl("sglang", "sglang/srt/server_args.py", V9,
+                     ("Set NSA backends for {dtype} KV Cache: prefill={prefill}, decode={decode}.",))
 
 # ---------------------------------------------------------------- serving
 PREFILL_9 = Tpl("sglang", "sglang/srt/managers/scheduler_metrics_mixin.py", V9, (
@@ -107,12 +152,17 @@ DECODE_23 = Tpl("sglang", "sglang/srt/managers/scheduler_components/metrics_repo
 # ---------------------------------------------------------------- http server / tokenizer manager
 READY = Tpl("sglang", "sglang/srt/entrypoints/http_server.py", ALL,
             ("The server is fired up and ready to roll!",))
-GET_MODEL_INFO_DEPRECATED = Tpl("sglang", "sglang/srt/entrypoints/http_server.py", V9, (
+GET_MODEL_INFO_DEPRECATED = Tpl("sglang", "sglang/srt/entrypoints/http_server.py", ALL, (
     "Endpoint '/get_model_info' is deprecated and will be removed in a future version. "
     "Please use '/model_info' instead.",))
-GET_SERVER_INFO_DEPRECATED = Tpl("sglang", "sglang/srt/entrypoints/http_server.py", V9, (
+GET_SERVER_INFO_DEPRECATED = Tpl("sglang", "sglang/srt/entrypoints/http_server.py", ALL, (
     "Endpoint '/get_server_info' is deprecated and will be removed in a future version. "
     "Please use '/server_info' instead.",))
+HEALTH_CHECK_FAILED = Tpl("sglang", "sglang/srt/entrypoints/http_server.py", ALL, (
+    "Health check failed. Server couldn't get a response from detokenizer for last {timeout} seconds. "
+    "tic start time: {tic}. last_heartbeat time: {last}",))
+SIGTERM_UNHEALTHY = Tpl("sglang", "sglang/srt/managers/tokenizer_manager.py", ALL,
+                        ("Signal SIGTERM received while health check failed. Force exiting.",))
 HEALTH_DURING_SHUTDOWN = Tpl("sglang", "sglang/srt/entrypoints/http_server.py", ALL,
                              ("Health check request received during shutdown. Returning 503.",))
 WARMUP_FAILED = Tpl("sglang", "sglang/srt/entrypoints/http_server.py", ALL,
@@ -125,6 +175,11 @@ SIGQUIT_RUNNING = Tpl("sglang", "sglang/srt/managers/tokenizer_manager.py", ALL,
                       ("SIGQUIT received. signum={signum}, frame={frame}. It usually means one child failed.",))
 SIGQUIT_LAUNCH = Tpl("sglang", "sglang/srt/entrypoints/engine.py", ALL,
                      ("Received sigquit from a child process. It usually means the child failed.",))
+# nodes >= 1 of a multi-node server (launch_dummy_health_check_server; 0.5.23 engine.py SIGTERM handler)
+DUMMY_HEALTH_STARTED = Tpl("sglang", "sglang/srt/utils/common.py", ALL,
+                           ("Dummy health check server started in background thread at {addr}",))
+FOLLOWER_SIGTERM_23 = Tpl("sglang", "sglang/srt/entrypoints/engine.py", V23, (
+    "SIGTERM received on node_rank {rank}; waiting for the rank-0 ShutdownReq broadcast to stop the schedulers.",))
 SCHEDULER_EXCEPTION = Tpl("sglang", "sglang/srt/managers/scheduler.py", ALL,
                           ("Scheduler hit an exception: {tb}",))
 
@@ -149,6 +204,18 @@ NVFP4_PLATFORM_9 = Tpl("sglang", "sglang/srt/layers/quantization/modelopt_quant.
 NVFP4_PLATFORM_23 = Tpl("sglang", "sglang/srt/layers/quantization/modelopt_quant.py", V23, (
     "Current platform does not support NVFP4 quantization with the selected MoE backend. "
     "Please use Blackwell and above, or use moe_runner_backend=marlin on SM80+.",))
+CUDA_GRAPH_CONFIG_JSON_23 = Tpl("sglang", "sglang/srt/model_executor/cuda_graph_config.py", V23,
+                                ("--cuda-graph-config must be JSON: {e}",))
+CUDA_GRAPH_CONFIG_OBJECT_23 = Tpl("sglang", "sglang/srt/model_executor/cuda_graph_config.py", V23,
+                                  ("--cuda-graph-config must be a JSON object, got {t}",))
+CUDA_GRAPH_CONFIG_PHASE_23 = Tpl("sglang", "sglang/srt/model_executor/cuda_graph_config.py", V23,
+                                 ("--cuda-graph-config: unknown phase '{phase}', expected one of {phases}",))
+CUDA_GRAPH_CONFIG_PHASE_OBJECT_23 = Tpl("sglang", "sglang/srt/model_executor/cuda_graph_config.py", V23, (
+    "--cuda-graph-config['{phase}'] must be a JSON object, got {t}",))
+CUDA_GRAPH_CONFIG_KEY_23 = Tpl("sglang", "sglang/srt/model_executor/cuda_graph_config.py", V23, (
+    "--cuda-graph-config['{phase}']: unknown key '{key}', expected one of {allowed}",))
+CUDA_GRAPH_BACKEND_REMOVED_23 = Tpl("sglang", "sglang/srt/model_executor/cuda_graph_config.py", V23, (
+    "tc_piecewise was removed; select breakable, full, or disabled",))
 ALLREDUCE_FUSION_23 = Tpl("sglang", "sglang/srt/layers/flashinfer_comm_fusion.py", V23,
                           ("FlashInfer allreduce fusion requires SM90 or SM10X NVIDIA GPUs.",))
 ASSERT_CUTLASS_QUANT_9 = Tpl("sglang", "sglang/srt/server_args.py", V9, (
@@ -348,6 +415,41 @@ S9_NVFP4 = S9_INIT_TO_MODEL_RUNNER + [
      'raise ValueError(', None, False),
 ]
 
+# 0.5.23: --enable-flashinfer-allreduce-fusion off SM90/SM10X, raised while the eager runner warms up
+# kernels (scheduler init -> init_all_cuda_graphs -> capture_cuda_graphs -> EagerRunner -> _warmup)
+S23_ALLREDUCE_FUSION = [
+    ('sglang/srt/managers/scheduler.py', 6362, 'run_scheduler_process',
+     'scheduler = Scheduler(server_args, port_args)', (12, 33), False),
+    ('sglang/srt/managers/scheduler.py', 568, '__init__',
+     'self.init_model_worker()', None, False),
+    ('sglang/srt/managers/scheduler.py', 1146, 'init_model_worker',
+     'self.init_all_cuda_graphs()', None, False),
+    ('sglang/srt/managers/scheduler.py', 1124, 'init_all_cuda_graphs',
+     'self.tp_worker.init_cuda_graphs()', None, True),
+    ('sglang/srt/managers/tp_worker.py', 435, 'init_cuda_graphs',
+     'self.model_runner.init_cuda_graphs(', None, False),
+    ('sglang/srt/model_executor/model_runner.py', 1192, 'init_cuda_graphs',
+     'capture = capture_cuda_graphs(', (10, 20), False),
+    ('sglang/srt/model_executor/model_runner_components/cuda_graph_setup.py', 416, 'capture_cuda_graphs',
+     'eager_runner = EagerRunner(model_runner, run_warmup=not defer_distributed_setup)', (15, 65), False),
+    ('sglang/srt/model_executor/runner/eager_runner.py', 153, '__init__',
+     'self.warmup()', None, False),
+    ('sglang/srt/model_executor/runner/base_runner.py', 255, 'warmup',
+     'self._warmup()', None, False),
+    ('sglang/srt/model_executor/runner/base_runner.py', 267, '_warmup',
+     'self._pre_initialize_flashinfer_allreduce_workspace()', None, False),
+    ('sglang/srt/model_executor/runner/base_runner.py', 329, '_pre_initialize_flashinfer_allreduce_workspace',
+     'pre_initialize_workspaces(', None, False),
+    ('sglang/srt/layers/flashinfer_comm_fusion.py', 1063, 'pre_initialize_workspaces',
+     'ensure_workspace_initialized(', None, False),
+    ('sglang/srt/layers/flashinfer_comm_fusion.py', 778, 'ensure_workspace_initialized',
+     'backend = resolve_flashinfer_allreduce_fusion_backend()', (10, 45), False),
+    ('sglang/srt/layers/flashinfer_comm_fusion.py', 100, 'resolve_flashinfer_allreduce_fusion_backend',
+     'return _resolve_backend(backend, get_parallel().nnodes > 1)', (7, 52), False),
+    ('sglang/srt/layers/flashinfer_comm_fusion.py', 49, '_resolve_backend',
+     'raise ValueError(', None, False),
+]
+
 # KV pool allocation running out of memory (a --mem-fraction-static above 1 sizes the pool beyond the free
 # memory): GLM-5's NSATokenToKVPool -> MLATokenToKVPool._create_buffers, 0.5.9 mem_cache/memory_pool.py.
 # Python 3.11 adds a <listcomp> frame at line 1440 (`torch.zeros(`) below the last one; it is left out.
@@ -362,6 +464,7 @@ S9_KV_POOL_OOM = S9_INIT_TO_MODEL_RUNNER + [
 ]
 
 TRACEBACKS = {
+    ("0.5.23", "allreduce_fusion"): S23_ALLREDUCE_FUSION,
     ("0.5.9", "trtllm_sm120"): S9_TRTLLM,
     ("0.5.9", "oom_kv"): S9_KV,
     ("0.5.9", "oom_graph_inner"): S9_GRAPH_INNER,
