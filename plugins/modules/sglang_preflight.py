@@ -175,17 +175,17 @@ reasons:
   type: list
   elements: dict
   sample:
-    - rule: trtllm-sm10x-only-old-flashinfer
+    - rule: s9-trtllm-sm10x-only
       status: unsupported
       reason: trtllm-gen fused MoE kernels exist only for SM100/SM103
       error: "RuntimeError: No supported CUDA architectures found for major versions [10]."
-      citation: FIgit@v0.6.3 flashinfer/jit/fused_moe.py:215-238
+      citation: https://github.com/flashinfer-ai/flashinfer/blob/v0.6.3/flashinfer/jit/fused_moe.py#L215-L238
 citations:
   description: Every citation behind the verdict.
   returned: always
   type: list
   elements: str
-  sample: ["S23 srt/arg_groups/moe_hook.py:69-160"]
+  sample: ["https://github.com/flashinfer-ai/flashinfer/blob/v0.6.3/flashinfer/jit/fused_moe.py#L215-L238"]
 alternatives:
   description: Backends of the same sglang version that are supported (or only caveated) here.
   returned: always
