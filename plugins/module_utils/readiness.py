@@ -404,3 +404,42 @@ def poll_until(observe, done, timeout, interval, clock=time.monotonic, sleep=tim
         if elapsed >= timeout:
             return False, seen, elapsed
         sleep(min(interval, max(0.0, timeout - elapsed)))
+
+
+def judge_entries(entries, props):
+    """Classify a run's whole journal after the fact (the smoke and benchmark stages, when requests fail):
+    ``entries`` [(message, wall)] of one InvocationID, ``props`` the unit's systemctl show properties.
+    Returns the classifier's result plus ``unit_gone``; a gone unit's trailing traceback counts as its crash."""
+    classifier = SglangLogClassifier()
+    for msg, _wall in entries:
+        classifier.feed(msg)
+    gone = unit_gone(props or {})
+    if gone:
+        classifier.finish()
+    out = classifier.result()
+    out["unit_gone"] = gone
+    out["unit_state"] = dict(props or {})
+    if gone and out["state"] != "crashed":
+        out.update(state="crashed", cause="killed" if str(props.get("ExecMainCode")) in ("2", "3") else "other",
+                   decisive_line="unit %s: ExecMainCode=%s ExecMainStatus=%s" % (
+                       props.get("ActiveState"), props.get("ExecMainCode"), props.get("ExecMainStatus")))
+    return out
+
+
+def read_run(run_command, journalctl, systemctl, unit):
+    """(entries of the unit's current run, its systemctl show properties), with the caller's ``run_command``
+    (AnsibleModule.run_command): used after the fact, when a stage finds the server gone."""
+    rc, out, _err = run_command([systemctl, "show", unit, "-p", ",".join(SHOW_PROPS)],
+                                environ_update={"LC_ALL": "C"})
+    props = parse_show(out) if rc == 0 else {}
+    entries = []
+    invocation = props.get("InvocationID")
+    if invocation:
+        rc, out, _err = run_command(journal_argv(journalctl, invocation, follow=False),
+                                    environ_update={"LC_ALL": "C", "SYSTEMD_PAGER": ""})
+        if rc == 0:
+            for raw in out.splitlines():
+                entry = journal_entry(raw)
+                if entry is not None:
+                    entries.append(entry)
+    return entries, props

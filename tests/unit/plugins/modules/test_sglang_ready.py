@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.moesweep.sweep.plugins.module_utils import readiness
 from ansible_collections.moesweep.sweep.plugins.modules import sglang_ready
 from helpers.paths import FIXTURES as FIXTURES_ROOT
@@ -28,37 +27,16 @@ READY_TAIL = [
 
 
 # ---------------------------------------------------------------------------------------------- AnsibleModule
-class Exit(Exception):
-    def __init__(self, kind, result):
-        super().__init__(kind)
-        self.kind = kind
-        self.result = result
-
-
 @pytest.fixture
-def run_module(monkeypatch):
-    def _exit(self, **kw):
-        raise Exit("exit", kw)
-
-    def _fail(self, msg, **kw):
-        kw["msg"] = msg
-        raise Exit("fail", kw)
-
-    monkeypatch.setattr(sglang_ready.AnsibleModule, "exit_json", _exit)
-    monkeypatch.setattr(sglang_ready.AnsibleModule, "fail_json", _fail)
-    monkeypatch.setattr(sglang_ready.AnsibleModule, "get_bin_path", lambda self, name, required=False: "/usr/bin/" + name)
-
-    def call(args):
-        with patch_module_args(args), pytest.raises(Exit) as info:
-            sglang_ready.main()
-        return info.value.kind, info.value.result
-
-    return call
+def ready(run_module, monkeypatch):
+    monkeypatch.setattr(sglang_ready.AnsibleModule, "get_bin_path",
+                        lambda self, name, required=False: "/usr/bin/" + name)
+    return lambda args: run_module(sglang_ready, args)
 
 
-def test_check_mode_is_a_no_op_waiter(run_module, monkeypatch):
+def test_check_mode_is_a_no_op_waiter(ready, monkeypatch):
     _patch_sources(monkeypatch, [], [], [STARTED])
-    kind, r = run_module({"unit": "sglang.service", "_ansible_check_mode": True})
+    kind, r = ready({"unit": "sglang.service", "_ansible_check_mode": True})
     assert kind == "exit"
     assert r["waited"] is False and r["changed"] is False and r["elapsed"] == 0.0
 
@@ -74,8 +52,8 @@ def test_check_mode_is_a_no_op_waiter(run_module, monkeypatch):
         ({"unit": "sglang", "health_timeout": 0}, "health_timeout must be greater than 0"),
     ],
 )
-def test_bad_input_fails_early_with_elapsed(run_module, args, needle):
-    kind, r = run_module(args)
+def test_bad_input_fails_early_with_elapsed(ready, args, needle):
+    kind, r = ready(args)
     assert kind == "fail"
     assert needle in r["msg"]
     assert r["elapsed"] == 0.0
@@ -131,10 +109,10 @@ STARTED = "ActiveState=active\nSubState=running\nInvocationID=0123abcd\nMainPID=
 FAILED = "ActiveState=failed\nSubState=failed\nExecMainCode=2\nExecMainStatus=9\nNRestarts=0\nMainPID=0\nInvocationID=0123abcd\n"
 
 
-def test_module_starts_the_unit_and_reports_a_real_oom_crash(run_module, monkeypatch):
+def test_module_starts_the_unit_and_reports_a_real_oom_crash(ready, monkeypatch):
     calls = _patch_sources(monkeypatch, corpus("oom_kv_pool_compose.log"), ["refused"] * 100,
                            [INACTIVE, STARTED, STARTED, FAILED])
-    kind, r = run_module({"unit": "sglang", "start": True, "timeout": 10, "poll_interval": 0.01})
+    kind, r = ready({"unit": "sglang", "start": True, "timeout": 10, "poll_interval": 0.01})
     assert kind == "fail"
     assert (r["state"], r["cause"], r["phase"]) == ("crashed", "oom", "kv_cache")
     assert r["unit_state"]["ExecMainStatus"] == "9"
@@ -147,43 +125,43 @@ def test_module_starts_the_unit_and_reports_a_real_oom_crash(run_module, monkeyp
     assert "crashed (oom) during kv_cache" in r["msg"]
 
 
-def test_module_ready_and_fail_on_error_false(run_module, monkeypatch):
+def test_module_ready_and_fail_on_error_false(ready, monkeypatch):
     _patch_sources(monkeypatch, corpus("starting_deprecated_endpoint_warmup.log") + READY_TAIL, [503, 503],
                    [INACTIVE, STARTED])
-    kind, r = run_module({"unit": "sglang.service", "start": True, "timeout": 10, "poll_interval": 0.01,
+    kind, r = ready({"unit": "sglang.service", "start": True, "timeout": 10, "poll_interval": 0.01,
                           "api_key": "sekret"})
     assert kind == "exit" and r["state"] == "ready" and r["changed"] is True
     assert r["invocation_id"] == "0123abcd"
     _patch_sources(monkeypatch, corpus("hang_capture_registering.log"), ["refused"] * 10000, [STARTED])
-    kind, r = run_module({"unit": "sglang.service", "timeout": 10, "stall_timeout": 0.3, "poll_interval": 0.01,
+    kind, r = ready({"unit": "sglang.service", "timeout": 10, "stall_timeout": 0.3, "poll_interval": 0.01,
                           "fail_on_error": False})
     assert kind == "exit" and r["state"] == "hang" and r["phase"] == "cuda_graph"
     assert r["changed"] is False and r["started"] is False
 
 
-def test_running_unit_whose_health_endpoint_is_gone_is_not_serving(run_module, monkeypatch):
+def test_running_unit_whose_health_endpoint_is_gone_is_not_serving(ready, monkeypatch):
     """A re-run on a wedged server: its run's log says ready, its health endpoint refuses; no restart here
     (the caller decides), and the phase is serving, not init."""
     calls = _patch_sources(monkeypatch, corpus("starting_deprecated_endpoint_warmup.log") + READY_TAIL,
                            ["refused"] * 50, [STARTED])
-    kind, r = run_module({"unit": "sglang.service", "timeout": 10, "poll_interval": 0.01, "fail_on_error": False})
+    kind, r = ready({"unit": "sglang.service", "timeout": 10, "poll_interval": 0.01, "fail_on_error": False})
     assert kind == "exit" and r["state"] == "crashed" and r["phase"] == "serving" and r["after_ready"] is True
     assert "refused" in r["decisive_line"]
     assert not any(c[1] == "start" for c in calls["run"])
 
 
-def test_start_failure_and_never_started_unit(run_module, monkeypatch):
+def test_start_failure_and_never_started_unit(ready, monkeypatch):
     _patch_sources(monkeypatch, [], [], [INACTIVE], start_rc=5)
-    kind, r = run_module({"unit": "sglang.service", "start": True})
+    kind, r = ready({"unit": "sglang.service", "start": True})
     assert kind == "fail" and "systemctl start sglang.service failed" in r["msg"] and "not found" in r["msg"]
     _patch_sources(monkeypatch, [], [], [INACTIVE])
-    kind, r = run_module({"unit": "sglang.service", "fail_on_error": False})
+    kind, r = ready({"unit": "sglang.service", "fail_on_error": False})
     assert kind == "exit" and r["state"] == "stopped"
 
 
-def test_check_mode_predicts_the_start(run_module, monkeypatch):
+def test_check_mode_predicts_the_start(ready, monkeypatch):
     calls = _patch_sources(monkeypatch, [], [], [INACTIVE])
-    kind, r = run_module({"unit": "sglang.service", "start": True, "_ansible_check_mode": True})
+    kind, r = ready({"unit": "sglang.service", "start": True, "_ansible_check_mode": True})
     assert kind == "exit" and r["changed"] is True and r["waited"] is False
     assert not any(c[1] == "start" for c in calls["run"])
 

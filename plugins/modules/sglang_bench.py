@@ -1,0 +1,629 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: moesweep contributors
+# Apache License 2.0 (see galaxy.yml)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: sglang_bench
+short_description: Benchmark an SGLang server with sglang's own bench_serving, sampling GPU telemetry
+description:
+  - Runs on the target against the local server. For each concurrency level runs the real C(sglang.bench_serving)
+    of the client venv the sglang_env role installs (C(--dataset-name random-ids), fixed lengths with
+    C(--random-range-ratio 1.0), C(--request-rate inf), C(--max-concurrency) = the level), with a local tokenizer
+    and the Hugging Face hub offline, so the client reaches nothing but this server.
+  - All levels run in one interpreter of the client venv - each level is C(python -m sglang.bench_serving ARGS)
+    run through C(runpy) exactly as C(python -m) runs it - so the client's imports are paid once, not per level.
+    The equivalent command line of every level is returned.
+  - Samples GPU telemetry at O(telemetry_interval_ms) during the levels, through NVML (C(nvidia-ml-py) in the
+    client venv) where it answers, else C(nvidia-smi --query-gpu ... -lms); writes one CSV per level and
+    summarises it per GPU (mean, p5, max of utilization, power against the enforced limit, SM clock against its
+    maximum, memory, temperature, clock event reasons, ECC counters), the energy and joules per output token.
+  - Diagnoses what limited the GPUs in each level (launch / latency bound, power bound, memory bound, host bound,
+    idle, imbalanced) with the thresholds in O(diagnosis_thresholds); hardware or thermal slowdown, new ECC
+    errors or an Xid in the kernel log during a level make it C(invalid_gpu_state).
+  - A level where any request failed is reported with its error texts and marked not ok; its figures are never a
+    result. A finished level (its output files present) is not run again (C(creates)-style resume).
+  - Bad input (an empty or non-positive concurrency list, a zero length, fewer prompts than the concurrency, a
+    tokenizer that does not exist, a client venv without sglang, nothing listening on the port, a server that is
+    not ready) fails before any request, naming the fix.
+version_added: "0.1.0"
+author: moesweep contributors
+extends_documentation_fragment:
+  - moesweep.sweep.attributes
+options:
+  client_python:
+    description: Interpreter of the benchmark client venv (sglang 0.5.9's bench_serving, no torch needed).
+    type: path
+    default: /opt/moesweep/venvs/client/bin/python
+  host:
+    description: Address of the server.
+    type: str
+    default: 127.0.0.1
+  port:
+    description: Server port.
+    type: int
+    default: 30000
+  api_key:
+    description: The server's C(--api-key); passed to the client as C(OPENAI_API_KEY) (never on a command line).
+    type: str
+  backend:
+    description: bench_serving's C(--backend) - V(sglang) is the native C(/generate), V(sglang-oai) C(/v1/completions), V(sglang-oai-chat) C(/v1/chat/completions).
+    type: str
+    default: sglang
+    choices: [sglang, sglang-native, sglang-oai, sglang-oai-chat, vllm, vllm-chat]
+  model:
+    description: The served model name sent in requests. Empty asks C(/v1/models).
+    type: str
+  tokenizer:
+    description: Local tokenizer directory. Empty resolves O(model_path) (a directory, or a hub id in the Hugging Face cache under O(hf_home)).
+    type: path
+  model_path:
+    description: The server's C(--model-path), to find its tokenizer when O(tokenizer) is empty.
+    type: str
+  hf_home:
+    description: Hugging Face home whose C(hub/) cache holds the model (the server user's C(~/.cache/huggingface)).
+    type: path
+  dataset_name:
+    description: bench_serving's C(--dataset-name); V(random-ids) needs no dataset file.
+    type: str
+    default: random-ids
+    choices: [random-ids, random, sharegpt]
+  dataset_path:
+    description: Local dataset file for V(random) and V(sharegpt) (never downloaded).
+    type: path
+  input_len:
+    description: Input tokens per request. Must be greater than 0.
+    type: int
+    default: 1024
+  output_len:
+    description: Output tokens per request (requests ignore EOS, as bench_serving's default). Must be greater than 0.
+    type: int
+    default: 1024
+  range_ratio:
+    description: bench_serving's C(--random-range-ratio); 1.0 gives fixed lengths.
+    type: float
+    default: 1.0
+  concurrency:
+    description: Concurrency levels, in order.
+    type: list
+    elements: int
+    default: [1, 8, 32, 64]
+  num_prompts:
+    description: Prompts per level - one number for all, one per level, or empty for max(O(prompts_per_concurrency) x level, O(min_prompts)).
+    type: list
+    elements: int
+    default: []
+  prompts_per_concurrency:
+    description: Prompts per unit of concurrency when O(num_prompts) is empty.
+    type: int
+    default: 5
+  min_prompts:
+    description: Fewest prompts of a level when O(num_prompts) is empty.
+    type: int
+    default: 16
+  warmup_requests:
+    description: bench_serving's C(--warmup-requests) for the first level (the server stays warm for the others, which get 0).
+    type: int
+    default: 1
+  seed:
+    description: bench_serving's C(--seed).
+    type: int
+    default: 42
+  level_timeout:
+    description: Seconds one level may run before it is stopped and recorded as timed out. Must be greater than 0.
+    type: float
+    default: 3600
+  output_dir:
+    description: Directory on the target for the levels' output files (bench_serving JSONL, logs, telemetry CSVs, level summaries).
+    type: path
+    required: true
+  rerun:
+    description: Run levels again even when their output files are present.
+    type: bool
+    default: false
+  telemetry:
+    description: Sample GPU telemetry during the levels.
+    type: bool
+    default: true
+  telemetry_interval_ms:
+    description: Sampling interval (250 ms = 4 Hz).
+    type: int
+    default: 250
+  nvidia_smi_path:
+    description: nvidia-smi for the fallback sampler; found in PATH when empty.
+    type: path
+  diagnosis_thresholds:
+    description: Overrides of the diagnosis thresholds (module_utils diagnosis C(DEFAULT_THRESHOLDS)).
+    type: dict
+    default: {}
+  unit:
+    description: The systemd unit running the server (its state goes into errors; its journal is read when the server dies).
+    type: str
+    default: sglang.service
+attributes:
+  check_mode:
+    support: none
+    details: It sends thousands of requests to a running server; nothing to predict without running it.
+  diff_mode:
+    support: none
+  idempotent:
+    support: partial
+    details: A level whose output files are present is not run again unless O(rerun=true).
+notes:
+  - The client is C(sglang.bench_serving) of sglang 0.5.9 (pure Python, no torch); its JSON output and figures are those published sglang benchmarks report.
+seealso:
+  - module: moesweep.sweep.sglang_smoke
+"""
+
+EXAMPLES = r"""
+- name: Benchmark the running server at four concurrency levels with telemetry
+  moesweep.sweep.sglang_bench:
+    port: 8000
+    model_path: lukealonso/GLM-5-NVFP4
+    hf_home: /var/lib/sglang/.cache/huggingface
+    concurrency: [1, 8, 32, 64]
+    output_dir: /var/lib/moesweep/bench/flashinfer_cutlass
+  register: bench
+"""
+
+RETURN = r"""
+state:
+  description: C(ok) (every level ok), C(failed) (some level had failed requests or timed out), C(invalid_gpu_state), C(server_died).
+  returned: always
+  type: str
+  sample: ok
+levels:
+  description: One entry per level - concurrency, num_prompts, ok, reused, figures (bench_serving's), completed, failed, errors, command, files, telemetry summary, energy, joules_per_token, diagnosis, wall_s.
+  returned: always
+  type: list
+  elements: dict
+tokenizer:
+  description: The tokenizer directory used, and where it was found.
+  returned: always
+  type: dict
+sampler:
+  description: The telemetry sampler used (C(nvml), C(nvidia-smi) or null) and its argv.
+  returned: always
+  type: dict
+model:
+  description: The model name sent in requests.
+  returned: always
+  type: str
+overhead_s_per_level:
+  description: This module's wall time minus bench_serving's own durations, per level run.
+  returned: always
+  type: float
+  sample: 0.8
+crash:
+  description: For C(server_died), the classifier's verdict on the unit's current run.
+  returned: always
+  type: dict
+elapsed:
+  description: Seconds the module ran.
+  returned: always
+  type: float
+msg:
+  description: One-line summary.
+  returned: always
+  type: str
+"""
+
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.moesweep.sweep.plugins.module_utils import bench_serving as bs
+from ansible_collections.moesweep.sweep.plugins.module_utils import diagnosis, readiness, telemetry
+
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+               # any stray hub call stays on loopback and fails at once
+               "HF_ENDPOINT": "http://127.0.0.1:9", "TQDM_DISABLE": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def _read(path):
+    with open(path) as fh:
+        return fh.read()
+
+
+def _write_json(path, data):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(data, fh, indent=1, sort_keys=True, default=str)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+class Sampler:
+    """The telemetry child process (NVML or nvidia-smi) writing one CSV for the whole benchmark."""
+
+    def __init__(self, argv, out_csv, kind, to_file):
+        self.kind = kind
+        self.argv = argv
+        self.out_csv = out_csv
+        self._fh = None
+        if to_file:
+            self._fh = open(out_csv, "w")
+            self.proc = subprocess.Popen(argv, stdout=self._fh, stderr=subprocess.DEVNULL,
+                                         env=dict(os.environ, LC_ALL="C"))
+        else:
+            self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                         env=dict(os.environ, LC_ALL="C"))
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self._fh:
+            self._fh.close()
+
+
+def start_sampler(module, p, out_csv):
+    """NVML through the client venv where it answers, else nvidia-smi; None when neither exists."""
+    interval = p["telemetry_interval_ms"]
+    rc, out, _err = module.run_command(telemetry.nvml_probe_argv(p["client_python"]))
+    probe = telemetry.parse_probe(out) if rc == 0 else None
+    if probe:
+        argv = telemetry.nvml_sampler_argv(p["client_python"], out_csv, interval)
+        return Sampler(argv, out_csv, "nvml", to_file=False), probe
+    smi = p["nvidia_smi_path"] or module.get_bin_path("nvidia-smi")
+    if not smi:
+        return None, None
+    rc, out, _err = module.run_command([smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+                                       environ_update={"LC_ALL": "C"})
+    driver = out.strip().splitlines()[0] if rc == 0 and out.strip() else None
+    argv = telemetry.smi_sampler_argv(smi, interval, fields=telemetry.query_fields(driver))
+    return Sampler(argv, out_csv, "nvidia-smi", to_file=True), {"driver_version": driver}
+
+
+def kernel_log(module, since):
+    """The kernel log since ``since`` (for Xid lines), or None when this host does not show it."""
+    journalctl = module.get_bin_path("journalctl")
+    if journalctl:
+        rc, out, _err = module.run_command([journalctl, "-k", "-o", "short-unix", "--no-pager",
+                                            "--since=@%d" % int(since)], environ_update={"LC_ALL": "C"})
+        if rc == 0:
+            return out, None
+    dmesg = module.get_bin_path("dmesg")
+    if dmesg:
+        rc, out, _err = module.run_command([dmesg], environ_update={"LC_ALL": "C"})
+        if rc == 0:
+            try:
+                boot = telemetry.boot_time(_read("/proc/stat"))
+            except (OSError, IOError):
+                boot = None
+            return out, boot
+    return None, None
+
+
+def server_state(module, p, base, unit):
+    """(ok, message): nothing listening, or a server that is not ready, is an error naming its state."""
+    systemctl = module.get_bin_path("systemctl")
+    props = {}
+    if systemctl:
+        rc, out, _err = module.run_command([systemctl, "show", unit, "-p", ",".join(readiness.SHOW_PROPS)],
+                                           environ_update={"LC_ALL": "C"})
+        props = readiness.parse_show(out) if rc == 0 else {}
+    state = "unit %s is %s" % (unit, props.get("ActiveState", "unknown")) if props else "unit state unknown"
+    try:
+        with socket.create_connection((p["host"], p["port"]), timeout=5):
+            pass
+    except (OSError, socket.timeout) as exc:
+        return False, ("nothing listens on %s:%d (%s; %s): start the server and wait for readiness "
+                       "(moesweep.sweep.sglang_ready) before benchmarking" % (p["host"], p["port"], exc, state))
+    code = readiness.probe_health(base + "/health", p["api_key"], readiness.DEFAULT_HEALTH_TIMEOUT)
+    if code != 200:
+        return False, ("the server on %s:%d is not ready: /health answered %s (%s); sglang answers 503 while "
+                       "starting or when unhealthy" % (p["host"], p["port"], code, state))
+    return True, state
+
+
+def served_model(base, api_key):
+    from urllib.request import Request, urlopen
+
+    headers = {"Authorization": "Bearer %s" % api_key} if api_key else {}
+    with urlopen(Request(base + "/v1/models", headers=headers), timeout=30) as resp:
+        data = json.loads(resp.read().decode())
+    return data["data"][0]["id"]
+
+
+def run_levels(module, p, plan_levels, env):
+    """Run the driver over the levels; a level that outlasts level_timeout stops the driver, is recorded as
+    timed out, and a new driver runs the next levels. Returns {concurrency: {t_start, t_end, rc, error}}."""
+    outcomes = {}
+    pending = list(plan_levels)
+    while pending:
+        plan_path = os.path.join(p["output_dir"], "driver-plan.json")
+        _write_json(plan_path, {"levels": pending})
+        proc = subprocess.Popen([p["client_python"], "-c", bs.DRIVER_SOURCE, plan_path], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, env=env, cwd=p["output_dir"])
+        buf = b""
+        current = None
+        level_started = time.monotonic()
+        timed_out = False
+        while True:
+            ready, _, _ = select.select([proc.stdout], [], [], 1.0)
+            if ready:
+                chunk = os.read(proc.stdout.fileno(), 65536)
+                if not chunk:
+                    break
+                buf += chunk
+                lines = buf.split(b"\n")
+                buf = lines.pop()
+                for event in bs.parse_events(b"\n".join(lines).decode("utf-8", "replace")):
+                    if event.get("event") == "start":
+                        current = event["concurrency"]
+                        level_started = time.monotonic()
+                        outcomes[current] = {"t_start": event["t"]}
+                    elif event.get("event") == "end":
+                        outcomes.setdefault(event["concurrency"], {}).update(
+                            t_end=event["t"], rc=event.get("rc"), error=event.get("error"))
+                        pending = [lv for lv in pending if lv["concurrency"] != event["concurrency"]]
+                        current = None
+            if current is not None and time.monotonic() - level_started > p["level_timeout"]:
+                proc.kill()
+                timed_out = True
+                outcomes[current].update(t_end=time.time(), rc=None,
+                                         error="level timed out after %.0f s (level_timeout)" % p["level_timeout"])
+                pending = [lv for lv in pending if lv["concurrency"] != current]
+                break
+            if proc.poll() is not None and not ready:
+                break
+        proc.wait()
+        if not timed_out and pending and current is None and proc.returncode not in (0, None):
+            # the driver itself failed before a level started (e.g. the client's imports)
+            tail = buf.decode("utf-8", "replace")[-2000:]
+            for lv in pending:
+                outcomes[lv["concurrency"]] = {"rc": proc.returncode, "error": "the benchmark client failed to "
+                                               "start: %s" % (tail.strip().splitlines() or ["?"])[-1],
+                                               "t_start": None, "t_end": None}
+            pending = []
+        elif not timed_out and pending and current is not None:
+            outcomes[current].update(t_end=time.time(), rc=proc.returncode,
+                                     error="the benchmark client died during the level (rc %s)" % proc.returncode)
+            pending = [lv for lv in pending if lv["concurrency"] != current]
+        elif not timed_out and pending:
+            # the driver ended without running the rest: nothing more can be learnt by retrying
+            for lv in pending:
+                outcomes.setdefault(lv["concurrency"], {"rc": proc.returncode, "error": "not run", "t_start": None,
+                                                        "t_end": None})
+            pending = []
+    return outcomes
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            client_python=dict(type="path", default="/opt/moesweep/venvs/client/bin/python"),
+            host=dict(type="str", default="127.0.0.1"),
+            port=dict(type="int", default=30000),
+            api_key=dict(type="str", no_log=True),
+            backend=dict(type="str", default="sglang",
+                         choices=["sglang", "sglang-native", "sglang-oai", "sglang-oai-chat", "vllm", "vllm-chat"]),
+            model=dict(type="str"),
+            tokenizer=dict(type="path"),
+            model_path=dict(type="str"),
+            hf_home=dict(type="path"),
+            dataset_name=dict(type="str", default="random-ids", choices=["random-ids", "random", "sharegpt"]),
+            dataset_path=dict(type="path"),
+            input_len=dict(type="int", default=1024),
+            output_len=dict(type="int", default=1024),
+            range_ratio=dict(type="float", default=1.0),
+            concurrency=dict(type="list", elements="int", default=[1, 8, 32, 64]),
+            num_prompts=dict(type="list", elements="int", default=[]),
+            prompts_per_concurrency=dict(type="int", default=5),
+            min_prompts=dict(type="int", default=16),
+            warmup_requests=dict(type="int", default=1),
+            seed=dict(type="int", default=42),
+            level_timeout=dict(type="float", default=3600.0),
+            output_dir=dict(type="path", required=True),
+            rerun=dict(type="bool", default=False),
+            telemetry=dict(type="bool", default=True),
+            telemetry_interval_ms=dict(type="int", default=250),
+            nvidia_smi_path=dict(type="path"),
+            diagnosis_thresholds=dict(type="dict", default={}),
+            unit=dict(type="str", default="sglang.service"),
+        ),
+        supports_check_mode=False,
+    )
+    p = module.params
+    started = time.monotonic()
+    empty = dict(state="error", levels=[], tokenizer={}, sampler={}, model=None, overhead_s_per_level=None,
+                 crash={}, elapsed=0.0)
+
+    def fail(msg, **extra):
+        module.fail_json(msg=msg, **dict(empty, elapsed=round(time.monotonic() - started, 3), **extra))
+
+    # ---- bad input, before any request
+    try:
+        counts = p["num_prompts"]
+        counts = None if not counts else (counts[0] if len(counts) == 1 else counts)
+        levels = bs.plan_levels(p["concurrency"], counts, p["prompts_per_concurrency"], p["min_prompts"])
+        bs.check_lengths(p["input_len"], p["output_len"], p["range_ratio"])
+    except bs.BenchInputError as exc:
+        fail("sglang_bench: %s" % exc)
+    if p["level_timeout"] <= 0 or p["telemetry_interval_ms"] <= 0 or p["warmup_requests"] < 0:
+        fail("sglang_bench: level_timeout and telemetry_interval_ms must be > 0 and warmup_requests >= 0")
+    try:
+        diagnosis.check_thresholds(p["diagnosis_thresholds"])
+    except ValueError as exc:
+        fail("sglang_bench: diagnosis_thresholds: %s" % exc)
+    if p["dataset_name"] != "random-ids" and not (p["dataset_path"] and os.path.isfile(p["dataset_path"])):
+        fail("sglang_bench: dataset %s needs a local dataset_path (never downloaded); %r is not a file"
+             % (p["dataset_name"], p["dataset_path"]))
+    unit, err = readiness.validate_unit(p["unit"])
+    if err:
+        fail(err)
+    if not os.access(p["client_python"], os.X_OK):
+        fail("sglang_bench: the benchmark client %s does not exist: provision the host with site.yml "
+             "(sglang_env_client_enabled) or set client_python" % p["client_python"])
+    rc, out, errout = module.run_command([p["client_python"], "-c",
+                                          "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
+    if rc != 0 or not os.path.isfile(bs.bench_serving_path(out.strip())):
+        fail("sglang_bench: the client venv of %s has no sglang (no %s): install the client stack "
+             "(sglang_env_client_stack) with site.yml" % (p["client_python"], bs.bench_serving_path(out.strip())))
+    tok, how = bs.resolve_tokenizer(p["tokenizer"], p["model_path"], p["hf_home"], os.path.isdir, os.listdir, _read)
+    if tok is None:
+        fail("sglang_bench: %s; the client never downloads one (the hub is offline for it)" % how)
+    host = "[%s]" % p["host"] if ":" in p["host"] and not p["host"].startswith("[") else p["host"]
+    base = "http://%s:%d" % (host, p["port"])
+    ok, state = server_state(module, p, base, unit)
+    if not ok:
+        fail("sglang_bench: %s" % state)
+    try:
+        model = p["model"] or served_model(base, p["api_key"])
+    except Exception as exc:  # noqa: BLE001 - reported, with the fix
+        fail("sglang_bench: GET /v1/models failed (%s): set model to the served model name" % exc)
+    try:
+        os.makedirs(p["output_dir"], exist_ok=True)
+    except OSError as exc:
+        fail("sglang_bench: cannot create output_dir %s: %s" % (p["output_dir"], exc))
+
+    # ---- plan the levels; keep the finished ones
+    results, todo = {}, []
+    first = True
+    for c, n in levels:
+        stem = os.path.join(p["output_dir"], "c%d" % c)
+        files = {"jsonl": stem + ".bench.jsonl", "log": stem + ".log", "summary": stem + ".level.json",
+                 "result": stem + ".result.json", "telemetry_csv": stem + ".telemetry.csv"}
+        if not p["rerun"] and os.path.isfile(files["summary"]) and os.path.isfile(files["jsonl"]):
+            try:
+                with open(files["summary"]) as fh:
+                    done = json.load(fh)
+                done["reused"] = True
+                results[c] = done
+                first = False
+                continue
+            except ValueError:
+                pass
+        for path in (files["jsonl"], files["summary"]):
+            if os.path.exists(path):
+                os.unlink(path)  # bench_serving appends: start each level's file afresh
+        args = bs.level_argv("python", base, model, tok, c, n, files["jsonl"], backend=p["backend"],
+                             dataset_name=p["dataset_name"], dataset_path=p["dataset_path"],
+                             input_len=p["input_len"], output_len=p["output_len"], range_ratio=p["range_ratio"],
+                             warmup_requests=p["warmup_requests"] if first else 0, seed=p["seed"])[3:]
+        first = False
+        todo.append({"concurrency": c, "num_prompts": n, "args": args, "log": files["log"], "files": files})
+
+    env = dict(os.environ, **OFFLINE_ENV)
+    if p["api_key"]:
+        env["OPENAI_API_KEY"] = p["api_key"]
+    sampler, sampler_info = None, None
+    all_csv = os.path.join(p["output_dir"], "telemetry.csv")
+    if todo and p["telemetry"]:
+        sampler, sampler_info = start_sampler(module, p, all_csv)
+        time.sleep(max(0.5, 2 * p["telemetry_interval_ms"] / 1000.0))  # a sample before the first request
+    t_begin = time.time()
+    try:
+        outcomes = run_levels(module, p, todo, env) if todo else {}
+    finally:
+        if sampler:
+            time.sleep(max(0.5, 2 * p["telemetry_interval_ms"] / 1000.0))  # a sample after the last response
+            sampler.stop()
+    rows = []
+    if sampler and os.path.isfile(all_csv):
+        rows = telemetry.parse_samples(_read(all_csv), fields=telemetry.query_fields(
+            (sampler_info or {}).get("driver_version")) if sampler.kind == "nvidia-smi" else None)
+    klog, boot = kernel_log(module, t_begin) if todo else (None, None)
+
+    for lv in todo:
+        c, n, files = lv["concurrency"], lv["num_prompts"], lv["files"]
+        outcome = outcomes.get(c, {})
+        record = bs.last_json_line(_read(files["jsonl"])) if os.path.isfile(files["jsonl"]) else None
+        log = _read(files["log"]) if os.path.isfile(files["log"]) else ""
+        level = {"concurrency": c, "num_prompts": n, "reused": False,
+                 "command": ["python", "-m", "sglang.bench_serving"] + lv["args"],
+                 "files": files, "wall_s": None, "ok": False, "figures": {}, "errors": [], "completed": None,
+                 "failed": None}
+        if outcome.get("t_start") and outcome.get("t_end"):
+            level["wall_s"] = round(outcome["t_end"] - outcome["t_start"], 3)
+        if record is not None:
+            level.update(bs.parse_result(record, n))
+            _write_json(files["result"], bs.trim_record(record))
+        else:
+            level["errors"] = [{"error": e, "count": 1} for e in (bs.stdout_errors(log) or
+                                                                   [outcome.get("error") or "no result line"])]
+            level["failed"] = n
+        if outcome.get("error") and outcome["error"] not in [e["error"] for e in level["errors"]]:
+            level["errors"].insert(0, {"error": outcome["error"], "count": 1})
+            level["ok"] = False
+        # telemetry of the level's own window: bench_serving's duration, ending when the level ended
+        duration = level["figures"].get("duration")
+        t_end = outcome.get("t_end")
+        t_start = (t_end - duration) if (t_end and duration) else outcome.get("t_start")
+        if rows and t_start and t_end:
+            window = [r for r in rows if r.get("t") is not None and t_start <= r["t"] <= t_end]
+            with open(files["telemetry_csv"], "w") as fh:
+                fh.write("".join(_csv_lines(_read(all_csv), t_start - 1.0, t_end + 1.0, rows)))
+            summary = telemetry.summarise(rows, t_start, t_end)
+            energy = telemetry.energy(rows, t_start, t_end)
+            xid = telemetry.xid_events(klog, since=t_start, boot=boot) if klog is not None else None
+            level["telemetry"] = summary
+            level["energy"] = energy
+            level["joules_per_token"] = telemetry.joules_per_token(
+                energy.get("energy_j"), level["figures"].get("total_output_tokens"))
+            level["xid"] = xid
+            level["diagnosis"] = diagnosis.diagnose(summary, p["diagnosis_thresholds"], xid)
+            level["samples"] = len(window)
+        else:
+            level["telemetry"], level["diagnosis"] = None, diagnosis.diagnose(None, p["diagnosis_thresholds"])
+        _write_json(files["summary"], level)
+        results[c] = level
+
+    ordered = [results[c] for c, _n in levels]
+    run_now = [lv for lv in ordered if not lv.get("reused")]
+    wall = time.monotonic() - started
+    overhead = bs.overhead_per_level(wall, [lv["figures"].get("duration") for lv in run_now]) if run_now else 0.0
+    crash = {}
+    state = "ok"
+    if any((lv.get("diagnosis") or {}).get("invalid") for lv in ordered):
+        state = "invalid_gpu_state"
+    if any(not lv["ok"] for lv in ordered):
+        state = "failed" if state == "ok" else state
+        journalctl, systemctl = module.get_bin_path("journalctl"), module.get_bin_path("systemctl")
+        if journalctl and systemctl:
+            entries, props = readiness.read_run(module.run_command, journalctl, systemctl, unit)
+            if readiness.unit_gone(props):
+                crash = readiness.judge_entries(entries, props)
+                state = "server_died"
+    msg = "%s: %s" % (state, ", ".join(
+        "c%d %s" % (lv["concurrency"], ("%.1f tok/s" % lv["figures"]["output_throughput"])
+                    if lv["ok"] and lv["figures"].get("output_throughput") is not None else "FAILED")
+        for lv in ordered))
+    if crash:
+        msg += "; the server died: %s" % crash.get("decisive_line")
+    result = dict(changed=bool(run_now), state=state, levels=ordered, tokenizer={"path": tok, "found_in": how},
+                  sampler={"kind": sampler.kind if sampler else None, "argv": sampler.argv if sampler else None,
+                           "probe": sampler_info},
+                  model=model, overhead_s_per_level=overhead, crash=crash, elapsed=round(wall, 3), msg=msg)
+    if state != "ok":
+        module.fail_json(**result)
+    module.exit_json(**result)
+
+
+def _csv_lines(text, t_start, t_end, rows):
+    """The lines of the whole-run CSV whose sample falls in the window (rows are parsed in file order)."""
+    lines = [ln + "\n" for ln in text.splitlines() if ln.strip()]
+    if len(lines) != len(rows):
+        return lines  # header or partial line: keep the whole file rather than mis-cut it
+    pairs = zip(lines, rows)  # noqa: B905 - lengths checked above; targets run Python 3.9 (no strict=)
+    return [ln for ln, r in pairs if r.get("t") is not None and t_start <= r["t"] <= t_end]
+
+
+if __name__ == "__main__":
+    main()

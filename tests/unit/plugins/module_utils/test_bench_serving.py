@@ -1,0 +1,148 @@
+"""bench_serving (sglang 0.5.9) as moesweep drives it: the level plan and its refusals, the exact command, and
+the parser on the client's real output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from ansible_collections.moesweep.sweep.plugins.module_utils import bench_serving as bs
+from helpers.paths import FIXTURES
+
+FIX = FIXTURES / "bench_serving"
+
+
+def test_levels_scale_prompts_with_concurrency():
+    assert bs.plan_levels([1, 8, 32, 64]) == [(1, 16), (8, 40), (32, 160), (64, 320)]
+    assert bs.plan_levels([2, 4], 10) == [(2, 10), (4, 10)]
+    assert bs.plan_levels([2, 4], [8, 12]) == [(2, 8), (4, 12)]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (([],), "non-empty list"),
+    (([0, 8],), "positive integers"),
+    (([-1],), "positive integers"),
+    (([8, 8],), "twice"),
+    (([8, 64], 32), "num_prompts 32 is smaller than the concurrency 64"),
+    (([8], [4, 5]), "2 entries for 1 concurrency levels"),
+])
+def test_bad_levels_name_the_fix(args, needle):
+    with pytest.raises(bs.BenchInputError) as exc:
+        bs.plan_levels(*args)
+    assert needle in str(exc.value)
+
+
+@pytest.mark.parametrize("lengths,needle", [((0, 1024, 1.0), "input_len"), ((1024, 0, 1.0), "output_len"),
+                                            ((8, 8, 1.5), "range_ratio")])
+def test_bad_lengths(lengths, needle):
+    with pytest.raises(bs.BenchInputError, match=needle):
+        bs.check_lengths(*lengths)
+
+
+def test_level_command_is_the_real_cli():
+    argv = bs.level_argv("/v/bin/python", "http://127.0.0.1:8000", "glm-5", "/tok", 8, 40, "/o/c8.jsonl")
+    assert argv[:3] == ["/v/bin/python", "-m", "sglang.bench_serving"]
+    for pair in (["--dataset-name", "random-ids"], ["--random-range-ratio", "1.0"], ["--max-concurrency", "8"],
+                 ["--num-prompts", "40"], ["--request-rate", "inf"], ["--tokenizer", "/tok"]):
+        i = argv.index(pair[0])
+        assert argv[i:i + 2] == pair
+    assert "--output-details" in argv and "--disable-tqdm" in argv
+
+
+def test_level_arguments_parse_with_the_real_client_parser():
+    """Every option moesweep passes exists in the real bench_serving 0.5.9 parser (read from the wheel)."""
+    import ast
+    import zipfile
+    from pathlib import Path
+
+    wheels = sorted(Path("~/.cache/moesweep/wheels").expanduser().glob("sglang-0.5.9-*.whl"))
+    if not wheels:
+        pytest.skip("the sglang 0.5.9 wheel is downloaded by tests/simulator/test_log_templates.py")
+    src = zipfile.ZipFile(wheels[0]).read("sglang/bench_serving.py").decode()
+    options = {n.args[0].value for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Call)
+               and getattr(n.func, "attr", "") == "add_argument" and n.args and isinstance(n.args[0], ast.Constant)}
+    argv = bs.level_argv("py", "http://h:1", "m", "/t", 1, 16, "/o", dataset_path="/d")
+    assert {a for a in argv if a.startswith("--")} <= options
+
+
+def test_parse_real_result_line():
+    record = bs.last_json_line((FIX / "sglang-0.5.9-sim-c4.jsonl").read_text())
+    level = bs.parse_result(record, 20)
+    assert level["ok"] and level["completed"] == 20 and level["failed"] == 0 and level["errors"] == []
+    f = level["figures"]
+    assert f["output_throughput"] == pytest.approx(103.84, abs=0.01) and f["duration"] == pytest.approx(12.33, abs=0.01)
+    assert f["total_output_tokens"] == 1280 and "p99_ttft_ms" in f and "median_itl_ms" in f
+    assert level["args"]["max_concurrency"] == 4 and level["args"]["random_range_ratio"] == 1.0
+    trimmed = bs.trim_record(record)
+    assert "itls" not in trimmed and "generated_texts" not in trimmed and trimmed["errors_summary"] == []
+    json.dumps(trimmed)
+
+
+def test_a_level_with_failed_requests_is_not_ok():
+    record = bs.last_json_line((FIX / "sglang-0.5.9-sim-c4.jsonl").read_text())
+    record = dict(record, completed=18, errors=[""] * 18 + ["ClientConnectorError: Connect call failed"] * 2)
+    level = bs.parse_result(record, 20)
+    assert not level["ok"] and level["failed"] == 2
+    assert level["errors"] == [{"error": "ClientConnectorError: Connect call failed", "count": 2}]
+
+
+def test_a_run_without_result_line_reports_why():
+    log = (FIX / "sglang-0.5.9-server-gone.log").read_text()
+    errors = bs.stdout_errors(log)
+    assert any("Connection refused" in e for e in errors), errors
+    assert bs.last_json_line(log) is None
+
+
+def test_torn_last_line_is_ignored():
+    text = (FIX / "sglang-0.5.9-sim-c4.jsonl").read_text()
+    assert bs.last_json_line(text + '{"duration": 1.0, "comp') is not None
+
+
+def test_tokenizer_resolution(tmp_path):
+    hub = tmp_path / "hf" / "hub" / "models--lukealonso--GLM-5-NVFP4"
+    (hub / "snapshots" / "abc123").mkdir(parents=True)
+    (hub / "snapshots" / "0old").mkdir(parents=True)
+    (hub / "refs").mkdir()
+    (hub / "refs" / "main").write_text("abc123\n")
+    from os import listdir
+    from os.path import isdir
+
+    def read(p):
+        with open(p) as fh:
+            return fh.read()
+
+    path, how = bs.resolve_tokenizer("", "lukealonso/GLM-5-NVFP4", str(tmp_path / "hf"), isdir, listdir, read)
+    assert path.endswith("/snapshots/abc123") and "refs/main" in how
+    assert bs.resolve_tokenizer("/nope", "", "", isdir, listdir, read)[0] is None
+    path, how = bs.resolve_tokenizer("", "org/missing", str(tmp_path / "hf"), isdir, listdir, read)
+    assert path is None and "not in the Hugging Face cache" in how
+    assert bs.resolve_tokenizer("", str(tmp_path), "", isdir, listdir, read)[0] == str(tmp_path)
+
+
+def test_driver_source_is_valid_python_and_runs_levels(tmp_path):
+    """The driver with a stand-in module: one event per level start and end, a failing level does not stop
+    the next one."""
+    pkg = tmp_path / "sglang"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "bench_serving.py").write_text(
+        "import sys\nif __name__ == '__main__':\n    print('args', sys.argv[1:])\n"
+        "    if '--fail' in sys.argv: raise RuntimeError('boom')\n")
+    plan = {"levels": [{"concurrency": 1, "args": ["--x"], "log": str(tmp_path / "c1.log")},
+                       {"concurrency": 2, "args": ["--fail"], "log": str(tmp_path / "c2.log")},
+                       {"concurrency": 4, "args": ["--y"], "log": str(tmp_path / "c4.log")}]}
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    out = subprocess.run([sys.executable, "-c", bs.DRIVER_SOURCE, str(tmp_path / "plan.json")], cwd=tmp_path,
+                         capture_output=True, text=True, env={"PYTHONPATH": str(tmp_path)}, check=True).stdout
+    events = bs.parse_events(out)
+    assert [(e["event"], e.get("concurrency"), e.get("rc")) for e in events[1:]] == [
+        ("start", 1, None), ("end", 1, 0), ("start", 2, None), ("end", 2, 1), ("start", 4, None), ("end", 4, 0),
+        ("done", None, None)]
+    assert "RuntimeError: boom" in events[4]["error"] and "args ['--y']" in (tmp_path / "c4.log").read_text()
+
+
+def test_overhead_per_level():
+    assert bs.overhead_per_level(23.0, [10.0, 10.0]) == 1.5
+    assert bs.overhead_per_level(5.0, []) is None

@@ -1,0 +1,100 @@
+"""sglang_bench refuses bad input before any request, each time naming the fix; the documentation matches the
+argument spec."""
+
+from __future__ import annotations
+
+import socket
+import sys
+
+import pytest
+from ansible_collections.moesweep.sweep.plugins.modules import sglang_bench
+
+
+@pytest.fixture
+def bench(run_module, tmp_path, monkeypatch):
+    tok = tmp_path / "tok"
+    tok.mkdir()
+    site = tmp_path / "site"
+    (site / "sglang").mkdir(parents=True)
+    (site / "sglang" / "bench_serving.py").write_text("")
+
+    def run_command(self, argv, **kw):
+        if "sysconfig" in " ".join(argv):
+            return 0, str(site) + "\n", ""
+        return 1, "", ""
+
+    monkeypatch.setattr(sglang_bench.AnsibleModule, "run_command", run_command)
+    monkeypatch.setattr(sglang_bench.AnsibleModule, "get_bin_path", lambda self, name, required=False: None)
+
+    def call(**args):
+        base = {"client_python": sys.executable, "tokenizer": str(tok), "output_dir": str(tmp_path / "out"),
+                "port": 1}
+        base.update(args)
+        return run_module(sglang_bench, base)
+
+    return call
+
+
+@pytest.mark.parametrize("args,needle", [
+    ({"concurrency": []}, "non-empty list"),
+    ({"concurrency": [0, 8]}, "positive integers"),
+    ({"input_len": 0}, "input_len must be a positive number"),
+    ({"output_len": 0}, "output_len must be a positive number"),
+    ({"concurrency": [64], "num_prompts": [16]}, "num_prompts 16 is smaller than the concurrency 64"),
+    ({"tokenizer": "/no/such/tokenizer"}, "tokenizer directory /no/such/tokenizer does not exist"),
+    ({"client_python": "/no/such/python"}, "the benchmark client /no/such/python does not exist"),
+    ({"diagnosis_thresholds": {"nope": 1}}, "diagnosis_thresholds"),
+    ({"dataset_name": "sharegpt"}, "needs a local dataset_path"),
+])
+def test_bad_input_is_refused_before_any_request(bench, args, needle):
+    kind, r = bench(**args)
+    assert kind == "fail" and needle in r["msg"], r["msg"]
+    assert r["levels"] == []
+
+
+def test_a_client_venv_without_sglang(bench, monkeypatch, tmp_path):
+    monkeypatch.setattr(sglang_bench.AnsibleModule, "run_command", lambda self, argv, **kw: (0, str(tmp_path), ""))
+    kind, r = bench()
+    assert kind == "fail" and "has no sglang" in r["msg"] and "site.yml" in r["msg"]
+
+
+def test_nothing_listening_names_the_port_and_the_unit_state(bench):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again when the block ends: nothing listens there
+    kind, r = bench(port=port)
+    assert kind == "fail" and "nothing listens on 127.0.0.1:%d" % port in r["msg"]
+    assert "sglang_ready" in r["msg"] and "Traceback" not in r["msg"]
+
+
+def test_a_server_that_is_not_ready(bench):
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Starting(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            self.send_response(503)
+            self.end_headers()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Starting)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        kind, r = bench(port=server.server_address[1])
+    finally:
+        server.shutdown()
+    assert kind == "fail" and "is not ready: /health answered 503" in r["msg"]
+
+
+def test_documentation_matches_the_argument_spec():
+    import re
+
+    import yaml
+
+    doc = yaml.safe_load(sglang_bench.DOCUMENTATION)
+    spec = set(re.findall(r"^\s{12}(\w+)=dict\(", open(sglang_bench.__file__).read(), re.M))
+    assert set(doc["options"]) == spec
+    yaml.safe_load(sglang_bench.EXAMPLES)
+    assert {"state", "levels", "overhead_s_per_level", "crash"} <= set(yaml.safe_load(sglang_bench.RETURN))

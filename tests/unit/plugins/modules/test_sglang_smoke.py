@@ -1,0 +1,95 @@
+"""sglang_smoke against a real local HTTP server answering as SGLang does (the response shapes of
+python/sglang/srt/managers/tokenizer_manager.py and entrypoints/openai/protocol.py, v0.5.9)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from ansible_collections.moesweep.sweep.plugins.modules import sglang_smoke
+
+
+def serve(words):
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def _send(self, body, ctype="application/json"):
+            data = body.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            self._send(json.dumps({"object": "list", "data": [{"id": "glm-5", "object": "model"}]}))
+
+        def do_POST(self):
+            req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            text = " ".join(words)
+            if self.path == "/generate" and req.get("stream"):
+                chunks = ["data: " + json.dumps({"text": " ".join(words[:i + 1]), "output_ids": [i],
+                                                 "meta_info": {"finish_reason": None if i < len(words) - 1
+                                                               else {"type": "length", "length": len(words)},
+                                                               "completion_tokens": i + 1}}) + "\n\n"
+                          for i in range(len(words))]
+                self._send("".join(chunks) + "data: [DONE]\n\n", "text/event-stream")
+            elif self.path == "/generate":
+                self._send(json.dumps({"text": text, "output_ids": list(range(100, 100 + len(words))),
+                                       "meta_info": {"id": "1", "finish_reason": {"type": "length", "length": 8},
+                                                     "prompt_tokens": 5, "completion_tokens": len(words)}}))
+            else:
+                self._send(json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                                                    "finish_reason": "length"}],
+                                       "usage": {"completion_tokens": len(words)}}))
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.fixture
+def smoke(run_module):
+    servers = []
+
+    def call(words, **args):
+        server = serve(words)
+        servers.append(server)
+        return run_module(sglang_smoke, {"port": server.server_address[1], **args})
+
+    yield call
+    for s in servers:
+        s.shutdown()
+
+
+def test_healthy_output_passes(smoke):
+    kind, r = smoke("Paris is the capital of France and its largest city".split())
+    assert kind == "exit" and r["state"] == "ok" and r["model"] == "glm-5"
+    assert [a["endpoint"] for a in r["answers"]] == ["generate"] * 3 + ["generate_stream", "chat"]
+
+
+def test_garbage_is_bad_output_with_the_texts(smoke):
+    kind, r = smoke(["!!!!!!!!"] * 8)
+    assert kind == "fail" and r["state"] == "bad_output"
+    assert r["answers"][0]["text"].startswith("!!!!!!!!")
+    assert any("NaN-logits" in reason for reason in r["reasons"]), r["reasons"]
+
+
+def test_reference_agreement_is_reported(smoke):
+    ref = [{"prompt": "The capital of France is", "token_ids": [100, 101, 999]}]
+    kind, r = smoke("a b c d".split(), endpoints=["generate"], reference=ref, fail_on_error=False)
+    assert r["agreement"][0]["prefix"] == 2 and r["agreement"][0]["unit"] == "tokens"
+
+
+def test_nothing_listening_is_a_dead_server_not_a_traceback(run_module, monkeypatch):
+    monkeypatch.setattr(sglang_smoke.AnsibleModule, "get_bin_path", lambda self, name, required=False: None)
+    kind, r = run_module(sglang_smoke, {"port": 1, "endpoints": ["generate"]})
+    assert kind == "fail" and r["state"] == "server_died" and "stopped answering" in r["msg"]
+
+
+def test_bad_arguments(run_module):
+    kind, r = run_module(sglang_smoke, {"max_new_tokens": 0})
+    assert kind == "fail" and "greater than 0" in r["msg"]
