@@ -223,4 +223,5 @@ class Metrics:
             self.scheduler.set(attr, values.get(attr, 0.0))
 
     def render(self) -> str:
-        return "\n".join(self.tokenizer.render() + self.scheduler.render()) + "\n"
+        lines = self.tokenizer.render() + self.scheduler.render()
+        return "\n".join(lines) + "\n" if lines else ""  # generate_latest over no samples: an empty body

@@ -17,11 +17,11 @@ ARGS = BASE + ["--moe-runner-backend", "flashinfer_cutlass", "--nnodes", "2"]
 def pair(tmp_path):
     made = []
 
-    def make(rank: int, dist_port: int, version="0.5.9", env=None):
+    def make(rank: int, dist_port: int, version="0.5.9", env=None, extra=()):
         d = tmp_path / f"node{rank}"
         d.mkdir(exist_ok=True)
-        s = Sim(d, ARGS + ["--node-rank", str(rank), "--dist-init-addr", f"127.0.0.1:{dist_port}"], version=version,
-                env=env)
+        s = Sim(d, ARGS + ["--node-rank", str(rank), "--dist-init-addr", f"127.0.0.1:{dist_port}", *extra],
+                version=version, env=env)
         made.append(s)
         return s
 
@@ -44,8 +44,8 @@ def _wait_log(s, text, timeout=30):
 @pytest.mark.parametrize("version", ["0.5.9", "0.5.23"])
 def test_two_nodes_serve_and_node1_answers_only_health(pair, version):
     dist = free_port()
-    n0 = pair(0, dist, version)
-    n1 = pair(1, dist, version)
+    n0 = pair(0, dist, version, extra=["--enable-metrics"])
+    n1 = pair(1, dist, version, extra=["--enable-metrics"])
     n0.wait_ready()
     _wait_log(n1, "Dummy health check server started in background thread at 127.0.0.1:")
     for path in ("/ping", "/health", "/health_generate"):
@@ -55,6 +55,8 @@ def test_two_nodes_serve_and_node1_answers_only_health(pair, version):
         assert r.getheader("content-type") is None
     assert n1.req("GET", "/model_info")[0] == 404 and n1.req("POST", "/generate", {"text": "x"})[0] == 404
     assert n1.req("POST", "/health")[0] == 405
+    # node 1's schedulers are not attn_tp_rank 0, so nothing there writes metrics: /metrics is empty
+    assert n1.req("GET", "/metrics")[:2] == (200, b"") and b"sglang:num_running_reqs{" in n0.req("GET", "/metrics")[1]
     assert n0.req("POST", "/generate", {"text": "a b", "sampling_params": {"max_new_tokens": 2}})[0] == 200
     log0, log1 = n0.log(), n1.log()
     begin = "Init torch distributed begin." if version == "0.5.9" else "Init parallel begin."
