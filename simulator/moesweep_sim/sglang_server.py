@@ -22,7 +22,7 @@ import threading
 import time
 import urllib.request
 
-from . import faults, gpustate, multinode, sgl_cli
+from . import faults, gpustate, moe_resolution, multinode, sgl_cli
 from . import templates as T
 from .engine import Engine
 from .http_api import Handler, HTTPServer, health_check_timeout
@@ -71,20 +71,6 @@ def resolve_version() -> str:
                   f"falling back to {DEFAULT_VERSION}\n")
         v = DEFAULT_VERSION
     return v
-
-
-def resolve_backend(version: str, args: dict, sm: int) -> str:
-    b = args.get("moe_runner_backend") or "auto"
-    if b != "auto":
-        return b
-    q = args.get("quantization")
-    if q == "modelopt_fp4":
-        if sm >= 100 and version == "0.5.23" and sm in (110, 120, 121):
-            return "flashinfer_cutlass"  # facts §1.1: auto -> flashinfer_cutlass on SM110/120 (>=0.5.14)
-        if 80 <= sm < 100:
-            return "marlin"
-        return "flashinfer_cutlass" if sm >= 120 else "flashinfer_trtllm"
-    return "triton"
 
 
 def tqdm_meter(desc: str, n: int, total: int, elapsed: float) -> str:
@@ -137,7 +123,8 @@ class Server:
         self.ep = int(args.get("ep_size") or 1)
         self.pid = os.getpid()
         self.site = os.environ.get("MOESWEEP_SIM_SITE_PACKAGES", "/opt/sglang/venv/lib/python3.11/site-packages")
-        self.backend = resolve_backend(version, args, self.sm)
+        self.backend = moe_resolution.resolve_backend(version, args, self.sm,
+                                                      model_facts(args.get("model_path") or "")[1])
         self.quant = args.get("quantization")
         self.served_name = args.get("served_model_name") or args.get("model_path")
         self.status = "Starting"  # ServerStatus.Starting / Up / UnHealthy
@@ -269,16 +256,16 @@ class Server:
 
         # weights
         self.ranks(lambda r: self.t(T.LOAD_BEGIN, avail=avail))
+        if moe_resolution.nvfp4_platform_refused(self.version, a, self.sm):
+            # ModelOptNvFp4FusedMoEMethod.__init__ raises while the model is built, before weights load
+            msg = self.t(T.NVFP4_PLATFORM_9 if self.version == "0.5.9" else T.NVFP4_PLATFORM_23)
+            self.scheduler_crash("nvfp4_platform", "ValueError: " + msg)
         load_s = phase_seconds("load", 6.0)
         steps = 10
         per_rank = weights_gb / self.tp
         for i in range(steps):
             time.sleep(load_s / steps)
             self.state.phase(used_gb=total_gb - avail + per_rank * (i + 1) / steps, util=0)
-        if self.quant == "modelopt_fp4" and self.sm < 100 and self.backend != "marlin":
-            # ModelOptNvFp4FusedMoEMethod.__init__ on a non-Blackwell GPU (facts §1.1)
-            msg = self.t(T.NVFP4_PLATFORM_9 if self.version == "0.5.9" else T.NVFP4_PLATFORM_23)
-            self.scheduler_crash("nvfp4_platform", "ValueError: " + msg)
         avail -= per_rank
         dtype = "torch.bfloat16"
         if self.version == "0.5.9":
@@ -305,6 +292,11 @@ class Server:
                 if a.get("mem_fraction_static") is not None:
                     msg += T.NOT_ENOUGH_MEMORY_23.parts[1].format(mfs=a.get("mem_fraction_static"))
             self.scheduler_crash("oom_kv", "RuntimeError: " + msg)
+        if moe_resolution.kv_pool_exceeds_free_memory(a.get("mem_fraction_static"), a.get("max_total_tokens")):
+            # no range check on --mem-fraction-static: the pool is sized beyond the free memory
+            oom = self.t(T.TORCH_OOM, req=kv_gb, gpu=0, total=total_gb, free=avail * 1024, used=total_gb - avail,
+                         alloc=total_gb - avail, reserved=0.0)
+            self.scheduler_crash("kv_pool_oom", "torch.OutOfMemoryError: " + oom)
         self.max_total_tokens = tokens
         self.sleep("kv", 1.0)
         kv_dtype = {"fp8_e4m3": "torch.float8_e4m3fn", "fp8_e5m2": "torch.float8_e5m2"}.get(
@@ -326,8 +318,8 @@ class Server:
         self.ranks(lambda r: self.t(T.MEM_POOL_END_9 if self.version == "0.5.9" else T.MEM_POOL_END_23, avail=avail))
         self.max_running = self.max_num_reqs(tokens, a.get("max_running_requests"))
 
-        trtllm_broken = (self.backend == "flashinfer_trtllm" and self.quant == "modelopt_fp4"
-                         and self.sm >= 110)  # trtllm-gen MoE kernels are SM100-only (flashinfer 0.6.3 / 0.7.2)
+        # trtllm-gen MoE kernels exist for SM100/SM103 only (flashinfer 0.6.3 / 0.7.2), whatever the quantization
+        trtllm_broken = moe_resolution.trtllm_has_no_kernels(self.version, self.backend, a, self.sm)
         fi_exc = "RuntimeError: " + self.t(T.FI_NO_ARCH, majors=[10])
         self.kernel_warmup(trtllm_broken, fi_exc, hf_config)
 
