@@ -8,7 +8,7 @@ Documentation lives in plugins/modules/sglang_preflight.py (action-only module s
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
-from ansible_collections.moesweep.sweep.plugins.plugin_utils import compat, launch
+from ansible_collections.moesweep.sweep.plugins.plugin_utils.preflight import run_preflight
 
 ARGUMENT_SPEC = dict(
     backend=dict(type="raw", required=True),
@@ -31,70 +31,6 @@ ARGUMENT_SPEC = dict(
     force=dict(type="bool", default=False),
     kb_path=dict(type="path"),
 )
-
-
-def _refusal(msg, launch_plan=None):
-    return dict(changed=False, failed=True, verdict="unsupported", msg=msg, reasons=[], citations=[],
-                alternatives=[], advice={}, forced=False, preflight_warnings=[], launch=launch_plan)
-
-
-def run_preflight(args, task_vars_facts=None):
-    """Pure core shared with tests and the CLI: returns (result dict, failed bool)."""
-    facts = args.get("gpu_facts") or task_vars_facts or {}
-    if "moesweep_gpu" in facts:
-        facts = facts["moesweep_gpu"]
-    if args.get("point") and args["point"] != args["backend"]:
-        return _refusal(
-            "sweep point %r runs backend %r: the point's variables contradict its name (is "
-            "sglang_server_backend set with -e?). Drop that variable, or sweep over %r."
-            % (args["point"], args["backend"], args["backend"])), True
-    try:
-        plan = launch.plan(args)
-    except launch.LaunchError as exc:
-        return _refusal("sweep point %s: %s" % (args.get("point") or args.get("backend"), exc)), True
-    point = {
-        "backend": plan["backend"],
-        "quantization": plan["flags"].get(launch.QUANT_FLAG),
-        "sglang_version": plan["sglang_version"],
-        "cuda_version": args.get("cuda_version"),
-        "flags": {k: v for k, v in plan["flags"].items() if k not in (launch.BACKEND_FLAG, launch.QUANT_FLAG)},
-        "environment": plan["environment"],
-    }
-    kb = compat.load_kb(args.get("kb_path"))
-    verdict = compat.evaluate(point, facts, kb, flag_errors=plan["flag_errors"])
-    warnings = list(verdict["warnings"])
-    if not facts.get("sm"):
-        warnings.append("no gpu_facts with an SM: architecture rules could not be checked")
-    result = dict(
-        changed=False,
-        verdict=verdict["status"],
-        backend=verdict["backend"],
-        point=plan["point"],
-        effective_backend=verdict["effective_backend"],
-        sm=verdict["sm"],
-        quantization=verdict["quantization"],
-        sglang_version=verdict["sglang_version"],
-        reasons=verdict["reasons"],
-        citations=verdict["citations"],
-        alternatives=verdict["alternatives"],
-        advice=verdict["advice"],
-        forced=False,
-        preflight_warnings=warnings,
-        launch=plan,
-    )
-    if verdict["status"] == "unsupported":
-        result["msg"] = compat.format_refusal(verdict)
-        if plan["flag_errors"]:
-            # a launch the real parser rejects cannot be forced: it would only exit 2
-            result["failed"] = True
-            return result, True
-        if args.get("force"):
-            result["forced"] = True
-            result["msg"] = "FORCED past the preflight (force: true): " + result["msg"]
-            return result, False
-        return result, True
-    result["msg"] = "sweep point %s on %s: %s" % (verdict["backend"], verdict["sm"], verdict["status"])
-    return result, False
 
 
 class ActionModule(ActionBase):

@@ -2,10 +2,10 @@
 # Apache License 2.0
 """Filters that split a mapping into its secret and public items (names like HF_TOKEN, *_API_KEY,
 *_PASSWORD), so that roles keep secrets out of what they show, plan and record. The decision is
-``plugin_utils.secrets``; these only expose it to Jinja."""
+``module_utils.secrets``; these only expose it to Jinja."""
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.moesweep.sweep.plugins.plugin_utils import secrets
+from ansible_collections.moesweep.sweep.plugins.module_utils import secrets
 
 
 def _mapping(value, name):

@@ -4,8 +4,9 @@
 """Which values are secret, and how they are kept out of everything moesweep prints or writes.
 
 One owner for the idea: the server role splits its environment with these functions, the preflight keeps
-secrets out of the launch plan, and the results callback and the Python API redact records and
-artifacts with ``redact``.
+secrets out of the launch plan, the artifact collector redacts the unit's environment file on the host,
+and the results callback and the Python API redact records with ``redact``. Stdlib only (target and
+controller).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -70,3 +71,15 @@ def redact(obj, known=()):
 
 def redact_text(text, known=()):
     return redact(str(text), known)
+
+
+def redact_env_file(text):
+    """A systemd EnvironmentFile (``KEY=value`` lines, comments) with the values of secret names replaced."""
+    out = []
+    for line in (text or "").splitlines():
+        key, sep, _value = line.partition("=")
+        if sep and not line.lstrip().startswith("#") and is_secret_name(key.strip()):
+            out.append("%s=%s" % (key, REDACTED))
+        else:
+            out.append(redact_text(line))
+    return "\n".join(out) + ("\n" if text and text.endswith("\n") else "")

@@ -53,6 +53,15 @@ def resolve_version(explicit, provenance):
         % ", ".join(sglang_flags.list_versions()))
 
 
+def schema_for(version):
+    """The real flag schema of that sglang version, or LaunchError naming the versions moesweep knows."""
+    try:
+        return sglang_flags.load_schema(version)
+    except (OSError, ValueError) as exc:
+        raise LaunchError("no flag schema for sglang %s: moesweep knows %s; set sglang_server_sglang_version to one "
+                          "of them" % (version, ", ".join(sglang_flags.list_versions()))) from exc
+
+
 def backend_choices(schema):
     action = schema["_options"].get("--" + BACKEND_FLAG) or {}
     return list(action.get("choices") or [])
@@ -157,11 +166,7 @@ def plan(inputs):
     """
     provenance = inputs.get("provenance") or {}
     version = resolve_version(inputs.get("sglang_version"), provenance)
-    try:
-        schema = sglang_flags.load_schema(version)
-    except (OSError, ValueError) as exc:
-        raise LaunchError("no flag schema for sglang %s (%s): moesweep knows %s; set sglang_server_sglang_version "
-                          "to one of them" % (version, exc, ", ".join(sglang_flags.list_versions()))) from exc
+    schema = schema_for(version)
     flags = dict(inputs.get("flags") or {})
     quant = inputs.get("quantization")
     if quant is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.moesweep.sweep.plugins.plugin_utils import secrets
+from ansible_collections.moesweep.sweep.plugins.module_utils import secrets
 
 
 @pytest.mark.parametrize("name", ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "OPENAI_API_KEY", "sglang_server_api_key",

@@ -1,0 +1,93 @@
+# Copyright: moesweep developers
+# Apache License 2.0
+"""Controller-side: plan a sweep on one host before any point runs. Documentation: plugins/modules/sweep_plan.py."""
+
+import os
+
+from ansible.errors import AnsibleActionFail
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.plugins.action import ActionBase
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import launch, preflight, records
+
+ARGUMENT_SPEC = dict(
+    backend=dict(type="raw"),
+    backends=dict(type="raw"),
+    restore=dict(type="str", default="best"),
+    reference_concurrency=dict(type="int"),
+    concurrency=dict(type="list", elements="int", default=[1, 8, 32, 64]),
+    results_dir=dict(type="path", required=True),
+    sweep_id=dict(type="str"),
+    rerun=dict(type="bool", default=False),
+    spread=dict(type="raw", default=False),
+    hosts=dict(type="list", elements="str", default=[]),
+    bench_settings=dict(type="dict", default={}),
+    # what the host's point preflights need: the server role's launch inputs and the host's facts
+    flags=dict(type="dict", default={}),
+    backends_overlays=dict(type="dict", default={}),
+    extra_flags=dict(type="dict", default={}),
+    sglang_version=dict(type="str"),
+    provenance=dict(type="dict", default={}),
+    environment=dict(type="dict", default={}),
+    gpu_facts=dict(type="dict", default={}),
+    kb_path=dict(type="path"),
+)
+
+
+def plan(args):
+    """The sweep plan, or PlanError naming the problem."""
+    points = records.parse_points(args.get("backend"), args.get("backends"))
+    concurrency = args["concurrency"]
+    reference = args.get("reference_concurrency")
+    if reference is None:
+        reference = max(concurrency) if concurrency else None
+    records.check_settings(args["restore"], reference, concurrency, str(args["spread"]).lower())
+    results_dir = os.path.abspath(os.path.expanduser(args["results_dir"]))
+    records.check_results_dir(results_dir, os.path.isdir, os.path.exists, os.access)
+    try:
+        version = launch.resolve_version(args.get("sglang_version"), args.get("provenance"))
+        schema_choices = launch.backend_choices(launch.schema_for(version))
+    except (launch.LaunchError, OSError, ValueError) as exc:
+        raise records.PlanError(str(exc)) from exc
+    overlays = args.get("backends_overlays") or {}
+    if points == "compatible":
+        accepted, refused = [], []
+        for choice in schema_choices:
+            result, failed = preflight.run_preflight({
+                "backend": choice, "flags": args.get("flags") or {}, "backends": overlays,
+                "extra_flags": args.get("extra_flags") or {}, "sglang_version": version,
+                "provenance": args.get("provenance") or {}, "environment": args.get("environment") or {},
+                "gpu_facts": args.get("gpu_facts") or {}, "kb_path": args.get("kb_path")})
+            if failed or result.get("verdict") not in ("supported", "caveat"):
+                refused.append("%s (%s)" % (choice, result.get("verdict") or "refused"))
+            else:
+                accepted.append(choice)
+        if not accepted:
+            raise records.PlanError("backends=compatible: the preflight accepts no --moe-runner-backend of sglang %s "
+                                    "on this host (%s)" % (version, "; ".join(refused)))
+        points = accepted
+    else:
+        records.check_points(points, overlays, schema_choices)
+    sweep_id = args.get("sweep_id") or records.sweep_id_for(points, args.get("hosts") or [], args.get("bench_settings"))
+    records.check_sweep_id(sweep_id)
+    return {"sweep_id": sweep_id, "results_dir": results_dir, "dir": os.path.join(results_dir, sweep_id),
+            "points": points, "restore": args["restore"], "reference_concurrency": reference,
+            "rerun": bool(args["rerun"]), "sglang_version": version, "created": records.now_iso()}
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _supports_check_mode = True
+
+    def run(self, tmp=None, task_vars=None):
+        super().run(tmp, task_vars)
+        validated = ArgumentSpecValidator(ARGUMENT_SPEC).validate(self._task.args)
+        if validated.error_messages:
+            raise AnsibleActionFail("sweep_plan: " + "; ".join(validated.error_messages))
+        try:
+            sweep = plan(validated.validated_parameters)
+        except records.PlanError as exc:
+            return {"failed": True, "changed": False, "msg": "sweep refused before any point ran: %s" % exc}
+        return {"changed": False, "moesweep_sweep": sweep, "ansible_facts": {"moesweep_sweep": sweep},
+                "msg": "sweep %s: %d point(s) %s -> %s" % (sweep["sweep_id"], len(sweep["points"]),
+                                                         ", ".join(sweep["points"]), sweep["dir"])}

@@ -1,0 +1,168 @@
+# Copyright: moesweep developers
+# Apache License 2.0
+"""Controller-side: a sweep point's bookkeeping. Documentation: plugins/modules/sweep_record.py.
+
+It never writes a results file itself: it returns what the ``moesweep.sweep.results`` callback (the one
+writer) writes - the point's start (an in-flight marker), its record and artifacts, the restore step."""
+
+import os
+import subprocess
+import time
+
+from ansible.errors import AnsibleActionFail
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.plugins.action import ActionBase
+from ansible_collections.moesweep.sweep.plugins.module_utils import secrets
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import records
+
+ARGUMENT_SPEC = dict(
+    state=dict(type="str", required=True, choices=["start", "resume", "point", "restore_plan", "restore"]),
+    sweep=dict(type="dict", required=True),
+    point=dict(type="str"),
+    started=dict(type="str"),
+    started_at=dict(type="float"),
+    config_hash=dict(type="str"),
+    launch_hash=dict(type="str"),
+    bench_settings=dict(type="dict", default={}),
+    lock_sha256=dict(type="str"),
+    facts=dict(type="dict", default={}),
+    provenance=dict(type="dict", default={}),
+    preflight=dict(type="dict", default={}),
+    launch=dict(type="dict", default={}),
+    readiness=dict(type="dict", default={}),
+    smoke=dict(type="dict", default={}),
+    benchmark=dict(type="dict", default={}),
+    failed_task=dict(type="str"),
+    failed_action=dict(type="str"),
+    failed_result=dict(type="dict", default={}),
+    interrupted=dict(type="bool", default=False),
+    files=dict(type="dict", default={}),
+    env_files=dict(type="list", elements="str", default=[]),
+    invocation_id=dict(type="str", default=""),
+    previous=dict(type="dict", default={}),
+    choice=dict(type="dict", default={}),
+)
+
+_COLLECTION_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def moesweep_version():
+    """The controller checkout's version and git commit (None outside a git checkout)."""
+    import yaml
+
+    version = None
+    try:
+        with open(os.path.join(_COLLECTION_ROOT, "galaxy.yml")) as fh:
+            version = (yaml.safe_load(fh) or {}).get("version")
+    except (OSError, ValueError):
+        pass
+    try:
+        commit = subprocess.run(["git", "-C", _COLLECTION_ROOT, "rev-parse", "HEAD"], capture_output=True,
+                                text=True, timeout=10).stdout.strip() or None
+        dirty = bool(subprocess.run(["git", "-C", _COLLECTION_ROOT, "status", "--porcelain", "--untracked-files=no"],
+                                    capture_output=True, text=True, timeout=10).stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        commit, dirty = None, None
+    return {"version": version, "git_commit": commit, "git_dirty": dirty}
+
+
+def known_secrets(task_vars, templar):
+    """Every string variable of the host whose name is secret (tokens, keys, passwords), rendered."""
+    out = []
+    for name, value in (task_vars or {}).items():
+        if not secrets.is_secret_name(name) or not value:
+            continue
+        try:
+            value = templar.template(value) if templar is not None else value
+        except Exception:  # noqa: BLE001 - an unrenderable variable is not a secret we can know
+            continue
+        if isinstance(value, str) and len(value) >= 4:
+            out.append(value)
+    return out
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _supports_check_mode = True
+
+    def run(self, tmp=None, task_vars=None):
+        super().run(tmp, task_vars)
+        validated = ArgumentSpecValidator(ARGUMENT_SPEC).validate(self._task.args)
+        if validated.error_messages:
+            raise AnsibleActionFail("sweep_record: " + "; ".join(validated.error_messages))
+        a = validated.validated_parameters
+        task_vars = task_vars or {}
+        host = task_vars.get("inventory_hostname")
+        sweep = a["sweep"]
+        base = {"changed": False, "moesweep_sweep": sweep, "moesweep_host": host}
+        if a["state"] == "start":
+            base.update(moesweep_event="point_started", point=a["point"], started=records.now_iso(),
+                        started_at=time.time(), msg="point %s started" % a["point"])
+            return base
+        points_path = os.path.join(sweep["dir"], records.POINTS_FILE)
+        if a["state"] == "resume":
+            config = records.config_hash(a["launch_hash"], a["bench_settings"], a["lock_sha256"])
+            found = None if sweep.get("rerun") else records.passing_record(records.read_points(points_path), host,
+                                                                             config)
+            base.update(moesweep_event="resume", config_hash=config, skip=found is not None, point=a["point"])
+            base["msg"] = ("point %s already passed with this configuration (%s): skipped; -e rerun=true runs it again"
+                           % (a["point"], found.get("finished")) if found else "point %s: to run" % a["point"])
+            if found:
+                base["previous_record"] = {k: found.get(k) for k in ("finished", "status", "backend", "config_hash")}
+            return base
+        if a["state"] == "restore_plan":
+            choice = records.choose_restore(records.read_points(points_path), host, sweep.get("restore", "best"),
+                                            sweep.get("reference_concurrency"), a["previous"], sweep.get("points"))
+            base.update(choice=choice, msg=choice["reason"])
+            return base
+        ctx = {"sweep_id": sweep.get("sweep_id"), "host": host, "simulated": bool(task_vars.get("moesweep_simulated")),
+               "known_secrets": known_secrets(task_vars, self._templar), "moesweep": moesweep_version()}
+        if a["state"] == "restore":
+            choice = a["choice"] or {}
+            ctx.update(point=choice.get("point"), backend=choice.get("backend"), policy=sweep.get("restore"),
+                       previous_active=bool((a["previous"] or {}).get("active")),
+                       action=choice.get("action"), reason=choice.get("reason"), started=a["started"],
+                       readiness=a["readiness"] or a["failed_result"], failed_task=a["failed_task"],
+                       failed_msg=(a["failed_result"] or {}).get("msg"))
+            record = records.build_restore_record(ctx)
+            base.update(moesweep_event="record", moesweep_record=record, artifacts={},
+                        msg="restore (%s): %s - %s" % (record["action"], record["status"], record["reason"]))
+            return base
+        # state == point
+        artifacts = {}
+        files = dict(a["files"] or {})
+        if (files or a["invocation_id"]) and not self._task.check_mode:
+            res = self._execute_module(module_name="moesweep.sweep.point_artifacts",
+                                       module_args={"files": files, "env_files": a["env_files"],
+                                                    "invocation_id": a["invocation_id"]},
+                                       task_vars=task_vars)
+            if not res.get("failed"):
+                artifacts = {name: art for name, art in (res.get("artifacts") or {}).items()
+                             if not art.get("missing")}
+        unit = artifacts.get("unit.service") or {}
+        failed_stage = None
+        if a["interrupted"]:
+            failed_stage = "interrupted"
+        elif a["failed_task"]:
+            failed_stage = records.stage_of(a["failed_action"])
+        stage_results = {"readiness": a["readiness"], "smoke": a["smoke"], "benchmark": a["benchmark"],
+                         "preflight": a["preflight"]}
+        if failed_stage in stage_results and not stage_results[failed_stage]:
+            stage_results[failed_stage] = a["failed_result"]
+        preflight = stage_results["preflight"]
+        launch = a["launch"] or preflight.get("launch") or {}
+        started_at = a["started_at"]
+        ctx.update(point=a["point"], started=a["started"], seconds=round(time.time() - started_at, 2)
+                   if started_at else None, config_hash=a["config_hash"], facts=a["facts"],
+                   provenance=a["provenance"], preflight=preflight, launch=launch,
+                   readiness=stage_results["readiness"], smoke=stage_results["smoke"],
+                   benchmark=stage_results["benchmark"], failed_stage=failed_stage, failed_result=a["failed_result"],
+                   failed_task=a["failed_task"], failed_msg=(a["failed_result"] or {}).get("msg"),
+                   bench_settings=a["bench_settings"], reference_concurrency=sweep.get("reference_concurrency"),
+                   unit_sha256=unit.get("sha256"), artifacts=list(artifacts))
+        record = records.build_point_record(ctx)
+        base.update(moesweep_event="record", moesweep_record=record,
+                    artifacts={name: art.get("content") or "" for name, art in artifacts.items()},
+                    msg="%s %s: %s%s" % (host, a["point"], record["status"],
+                                         " (%s)" % record["cause"] if record.get("cause") else ""))
+        return base

@@ -1,0 +1,122 @@
+# Copyright: moesweep developers
+# Apache License 2.0
+# This is an action-only module: the code is plugins/action/sweep_plan.py (runs on the controller).
+
+DOCUMENTATION = r"""
+---
+module: sweep_plan
+short_description: Plan a sweep on one host, refusing bad input before any point runs
+description:
+  - Runs on the controller. Turns the user's C(-e backend=NAME), C(-e backends=[a,b,c]) or
+    C(-e backends=compatible) into the host's list of sweep points, and checks every input a sweep needs before
+    anything restarts - one of backend / backends, names that are overlays or C(--moe-runner-backend) choices of
+    the host's sglang version (a typo gets the closest valid name), a writable results directory, a restore
+    policy, a reference concurrency among the benchmark's levels.
+  - With C(backends=compatible) the points are every choice the preflight (M(moesweep.sweep.sglang_preflight))
+    accepts for the host's facts and launch flags.
+  - The sweep id is stable for the same points, hosts and benchmark settings, so running the same sweep again
+    resumes it.
+  - Returns C(moesweep_sweep), also set as a fact.
+version_added: 0.1.0
+author:
+  - moesweep developers
+extends_documentation_fragment:
+  - moesweep.sweep.attributes
+options:
+  backend:
+    description: One sweep point (C(-e backend=NAME)).
+    type: raw
+  backends:
+    description: The sweep points, in order (a list, a comma-separated string, or V(compatible)).
+    type: raw
+  restore:
+    description: What to leave the host on at the end - V(best) (the best point that passed, else the configuration before the sweep), V(previous), V(none).
+    type: str
+    default: best
+  reference_concurrency:
+    description: The benchmark level that ranks the points (default - the highest level).
+    type: int
+  concurrency:
+    description: The benchmark's concurrency levels.
+    type: list
+    elements: int
+    default: [1, 8, 32, 64]
+  results_dir:
+    description: Results directory on the controller (created if missing; must be writable).
+    type: path
+    required: true
+  sweep_id:
+    description: The sweep's id (default - derived from points, hosts and benchmark settings).
+    type: str
+  rerun:
+    description: Run points again even when a passing record with the same configuration exists.
+    type: bool
+    default: false
+  spread:
+    description: Spread the points over the hosts (V(true), V(false), V(by_facts)).
+    type: raw
+    default: false
+  hosts:
+    description: The play's hosts (part of the sweep id).
+    type: list
+    elements: str
+    default: []
+  bench_settings:
+    description: The benchmark settings (part of the sweep id).
+    type: dict
+    default: {}
+  flags:
+    description: The server role's common launch flags (for C(backends=compatible)).
+    type: dict
+    default: {}
+  backends_overlays:
+    description: The server role's per-backend overlays.
+    type: dict
+    default: {}
+  extra_flags:
+    description: The server role's extra flags.
+    type: dict
+    default: {}
+  sglang_version:
+    description: The host's sglang version (empty - from O(provenance)).
+    type: str
+  provenance:
+    description: The host's provenance record.
+    type: dict
+    default: {}
+  environment:
+    description: The public part of the unit's environment.
+    type: dict
+    default: {}
+  gpu_facts:
+    description: The host's GPU facts.
+    type: dict
+    default: {}
+  kb_path:
+    description: Alternative knowledge base file (tests).
+    type: path
+attributes:
+  action:
+    description: Indicates this has a corresponding action plugin so some parts of the work happen on the controller.
+    support: full
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Plan the sweep
+  moesweep.sweep.sweep_plan:
+    backends: [flashinfer_trtllm, flashinfer_cutedsl, flashinfer_cutlass, triton]
+    results_dir: "{{ playbook_dir }}/../results"
+    gpu_facts: "{{ ansible_facts.moesweep_gpu }}"
+"""
+
+RETURN = r"""
+moesweep_sweep:
+  description: The plan - C(sweep_id), C(results_dir), C(dir), C(points), C(restore), C(reference_concurrency), C(rerun), C(sglang_version).
+  returned: success
+  type: dict
+  sample: {"sweep_id": "sweep-3f2a9c1b0d4e", "points": ["flashinfer_cutlass", "triton"], "restore": "best"}
+"""

@@ -1,0 +1,357 @@
+# -*- coding: utf-8 -*-
+# Copyright: moesweep contributors
+# Apache License 2.0 (see galaxy.yml)
+"""Sweeps and their records (docs/results.md), as pure functions on the controller.
+
+The sweep's plan (which points, on which host, with which settings, into which results directory), a
+point's status and record from what its stages returned, the configuration hash resume compares, and the
+choice of the configuration a host is left on. The ``sweep_plan`` and ``sweep_record`` actions call these;
+the ``results`` callback writes what they return; the Python API reads the records back.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import datetime
+import difflib
+import hashlib
+import json
+import os
+import re
+
+from ansible_collections.moesweep.sweep.plugins.module_utils import secrets
+
+SCHEMA = "moesweep.point/2"
+POINTS_FILE = "points.jsonl"
+INFLIGHT_DIR = ".inflight"
+STOP_FILE = ".stop"
+RESTORE_POLICIES = ("best", "previous", "none")
+SPREAD_MODES = ("false", "true", "by_facts")
+PASSED = "passed"
+# Status of a point that ran into the task that failed, by the module or action of that task.
+_SWEEP_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_POINT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class PlanError(ValueError):
+    """Bad sweep input: the message names the problem and the fix."""
+
+
+def now_iso():
+    return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def _suggest(name, valid):
+    close = difflib.get_close_matches(str(name), list(valid), n=1, cutoff=0.6)
+    return " (did you mean %r?)" % close[0] if close else ""
+
+
+def sweep_id_for(points, hosts, settings):
+    """A stable id for the same sweep (same points, hosts and benchmark settings): re-running it resumes."""
+    blob = json.dumps({"points": list(points), "hosts": sorted(hosts), "settings": settings}, sort_keys=True)
+    return "sweep-" + hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def parse_points(backend, backends):
+    """The user's -e backend=X / -e backends=[...] / -e backends=compatible as (list or 'compatible')."""
+    given_one = backend not in (None, "")
+    given_many = backends not in (None, "", [])
+    if given_one and given_many:
+        raise PlanError("give either -e backend=NAME (one point) or -e backends=[a,b,c] (a sweep), not both")
+    if backends == []:
+        raise PlanError("-e backends is an empty list: name at least one backend, "
+                        "e.g. -e backends=[flashinfer_cutlass]")
+    if not given_one and not given_many:
+        raise PlanError("no sweep point: give -e backend=NAME, -e backends=[a,b,c] or -e backends=compatible")
+    if given_one:
+        if not isinstance(backend, str):
+            raise PlanError("-e backend must be one name, got %r; use -e backends=[...] for several" % (backend,))
+        return [backend]
+    if backends == "compatible":
+        return "compatible"
+    if isinstance(backends, str):
+        # -e backends=a,b,c arrives as one string
+        items = [b.strip() for b in backends.strip("[]").split(",")]
+    elif isinstance(backends, (list, tuple)):
+        items = list(backends)
+    else:
+        raise PlanError("-e backends must be a list of names or 'compatible', got %r" % (backends,))
+    items = [i for i in items if i not in ("", None)]
+    if not items:
+        raise PlanError("-e backends is an empty list: name at least one backend")
+    for item in items:
+        if not isinstance(item, str) or not _POINT_RE.match(item):
+            raise PlanError("sweep point name %r is not a plain name (letters, digits, . _ -)" % (item,))
+    seen = set()
+    for item in items:
+        if item in seen:
+            raise PlanError("-e backends lists %r twice" % item)
+        seen.add(item)
+    return items
+
+
+def check_points(points, overlays, choices):
+    """Every point must be an overlay or a --moe-runner-backend choice of the host's sglang version."""
+    valid = sorted(set(overlays) | set(choices))
+    for point in points:
+        if point not in overlays and point not in choices:
+            raise PlanError("unknown backend %r%s: it is neither an overlay of sglang_server_backends nor a "
+                            "--moe-runner-backend choice of this host's sglang (%s)" % (
+                                point, _suggest(point, valid), ", ".join(valid)))
+
+
+def check_results_dir(path, isdir, exists, access):
+    """The results directory must be a writable directory (or creatable)."""
+    if not path:
+        raise PlanError("results_dir is empty: give a directory, e.g. -e results_dir=results")
+    if exists(path) and not isdir(path):
+        raise PlanError("results_dir %s is a file, not a directory: give a directory path" % path)
+    probe = path
+    while not exists(probe):
+        parent = os.path.dirname(probe.rstrip("/")) or "/"
+        if parent == probe:
+            break
+        probe = parent
+    if not access(probe, os.W_OK | os.X_OK):
+        raise PlanError("results_dir %s is not writable (%s): give a directory you can write, or fix its "
+                        "permissions, before any point runs" % (path, probe))
+
+
+def check_settings(restore, reference_concurrency, concurrency, spread):
+    if restore not in RESTORE_POLICIES:
+        raise PlanError("restore must be one of %s, got %r" % (", ".join(RESTORE_POLICIES), restore))
+    if str(spread).lower() not in SPREAD_MODES:
+        raise PlanError("spread must be true, false or by_facts, got %r" % (spread,))
+    if not isinstance(concurrency, (list, tuple)) or not concurrency:
+        raise PlanError("the benchmark's concurrency levels (sglang_bench_concurrency) must be a non-empty list")
+    if reference_concurrency not in concurrency:
+        raise PlanError("reference concurrency %r is not one of the benchmark's levels %s: pick one of them "
+                        "(-e reference_concurrency=N) or add it to sglang_bench_concurrency"
+                        % (reference_concurrency, list(concurrency)))
+
+
+def check_sweep_id(sweep_id):
+    if not _SWEEP_ID_RE.match(str(sweep_id)):
+        raise PlanError("sweep_id %r must be a plain name (letters, digits, . _ -; at most 128)" % (sweep_id,))
+
+
+def config_hash(launch_hash, bench_settings, lock_sha256):
+    """What identifies a point's configuration for resume: the launch, the benchmark settings, the stack."""
+    blob = json.dumps({"launch": launch_hash, "bench": bench_settings, "stack": lock_sha256}, sort_keys=True,
+                      default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+# ------------------------------------------------------------------------------------------------ reading
+
+
+def read_points(path):
+    """The records of a points.jsonl (a last line without newline, a crash mid-append, is skipped)."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except (IOError, OSError):
+        return []
+    out = []
+    lines = data.split(b"\n")
+    if lines and lines[-1] != b"":
+        lines = lines[:-1]  # torn last line
+    for raw in lines:
+        raw = raw.strip()
+        if not raw:
+            continue
+        try:
+            out.append(json.loads(raw.decode("utf-8", "replace")))
+        except ValueError:
+            continue
+    return out
+
+
+def passing_record(records, host, config):
+    """The last passing record of that host with that configuration hash, or None."""
+    found = None
+    for rec in records:
+        if (rec.get("kind") == "point" and rec.get("host") == host and rec.get("config_hash") == config
+                and rec.get("status") == PASSED):
+            found = rec
+    return found
+
+
+def reference_figures(record, concurrency):
+    for level in ((record.get("benchmark") or {}).get("levels") or []):
+        if level.get("concurrency") == concurrency and level.get("ok"):
+            return level.get("figures") or {}
+    return None
+
+
+def choose_restore(records, host, policy, reference_concurrency, previous, sweep_points):
+    """Which configuration to leave ``host`` on: {action, point, reason}. ``action``: ``point`` (re-render that
+    point's unit), ``previous`` (put back the unit the host had before the sweep), ``none``."""
+    if policy == "none":
+        return {"action": "none", "point": None, "reason": "restore=none: the host is left as the last point left it"}
+    best, best_key = None, None
+    for rec in records:
+        if rec.get("kind") != "point" or rec.get("host") != host or rec.get("status") != PASSED:
+            continue
+        if sweep_points and rec.get("point") not in sweep_points:
+            continue
+        figs = reference_figures(rec, reference_concurrency)
+        if not figs or figs.get("output_throughput") is None:
+            continue
+        key = (figs["output_throughput"], -(figs.get("p99_ttft_ms") or 0.0))
+        if best_key is None or key > best_key:
+            best, best_key = rec, key
+    has_previous = bool((previous or {}).get("unit"))
+    if policy == "previous":
+        if has_previous:
+            return {"action": "previous", "point": None,
+                    "reason": "restore=previous: the configuration the host had before the sweep"}
+        return {"action": "none", "point": None,
+                "reason": "restore=previous, but the host had no server unit before the sweep"}
+    if best is not None:
+        return {"action": "point", "point": best["point"], "backend": best.get("backend"),
+                "reason": "the best point that passed: %.1f output tok/s at concurrency %d"
+                          % (best_key[0], reference_concurrency)}
+    if has_previous:
+        return {"action": "previous", "point": None,
+                "reason": "no point passed: putting back the configuration the host had before the sweep"}
+    return {"action": "none", "point": None,
+            "reason": "no point passed and the host had no server before the sweep: nothing to restore"}
+
+
+# ------------------------------------------------------------------------------------------------ status
+
+
+def point_status(stage, failed_result, readiness, smoke, benchmark, preflight):
+    """(status, cause) of a point from the failed stage (or None) and what each stage returned."""
+    failed_result = failed_result or {}
+    if failed_result.get("unreachable"):
+        return "unreachable", None
+    if stage == "interrupted":
+        return "interrupted", None
+    if stage == "preflight":
+        return "refused", None
+    ready_state = (readiness or {}).get("state")
+    if stage == "readiness" or (ready_state and ready_state != "ready"):
+        state = ready_state or failed_result.get("state")
+        if state in ("crashed", "hang", "timeout"):
+            return state, (readiness or failed_result).get("cause")
+        if state == "stopped":
+            return "crashed", "other"
+    smoke_state = (smoke or {}).get("state")
+    if smoke_state == "bad_output":
+        return "bad_output", None
+    if smoke_state == "server_died":
+        return "crashed", ((smoke.get("crash") or {}).get("cause") or "other")
+    bench_state = (benchmark or {}).get("state")
+    if bench_state == "server_died":
+        return "crashed", ((benchmark.get("crash") or {}).get("cause") or "other")
+    if bench_state == "invalid_gpu_state":
+        return "invalid_gpu_state", None
+    if bench_state == "failed":
+        return "bench_failed", None
+    if stage is not None:
+        return "failed", None
+    if ready_state == "ready" and (not smoke or smoke_state == "ok") and (not benchmark or bench_state == "ok"):
+        return PASSED, None
+    return "failed", None
+
+
+def stage_of(task_action):
+    """The stage a failed task belongs to, by its module / action."""
+    action = str(task_action or "").replace("moesweep.sweep.", "")
+    return {"sglang_preflight": "preflight", "sglang_ready": "readiness", "gpu_released": "restart",
+            "sglang_smoke": "smoke", "sglang_bench": "benchmark", "gpu_facts": "facts",
+            "port_owner": "preflight"}.get(action, "other")
+
+
+def _pick(d, keys):
+    return {k: d.get(k) for k in keys if k in (d or {})}
+
+
+def diagnosis_of(benchmark, reference_concurrency):
+    for level in (benchmark or {}).get("levels") or []:
+        if level.get("concurrency") == reference_concurrency:
+            return level.get("diagnosis")
+    return None
+
+
+def build_point_record(ctx):
+    """The record of one point (docs/results.md) from the context the sweep_record action gathered."""
+    readiness = ctx.get("readiness") or {}
+    smoke = ctx.get("smoke") or {}
+    benchmark = ctx.get("benchmark") or {}
+    preflight = ctx.get("preflight") or {}
+    launch = ctx.get("launch") or {}
+    status, cause = point_status(ctx.get("failed_stage"), ctx.get("failed_result"), readiness, smoke, benchmark,
+                                 preflight)
+    started = ctx.get("started")
+    record = {
+        "schema": SCHEMA,
+        "kind": "point",
+        "sweep_id": ctx.get("sweep_id"),
+        "host": ctx.get("host"),
+        "point": ctx.get("point"),
+        "backend": launch.get("backend") or preflight.get("backend") or ctx.get("point"),
+        "status": status,
+        "cause": cause,
+        "simulated": bool(ctx.get("simulated")),
+        "config_hash": ctx.get("config_hash"),
+        "started": started,
+        "finished": now_iso(),
+        "seconds": ctx.get("seconds"),
+        "facts": ctx.get("facts") or {},
+        "provenance": ctx.get("provenance") or {},
+        "launch": dict(_pick(launch, ("argv", "command_line", "flags", "port", "host", "environment",
+                                      "secret_environment_keys", "sglang_version", "launch_hash")),
+                       unit_sha256=ctx.get("unit_sha256")),
+        "preflight": _pick(preflight, ("verdict", "msg", "reasons", "citations", "alternatives",
+                                       "preflight_warnings", "advice", "forced", "effective_backend", "sm")),
+        "readiness": _pick(readiness, ("state", "cause", "phase", "after_ready", "decisive_line", "traceback",
+                                       "timeline", "elapsed", "health_sequence", "unit_state", "invocation_id",
+                                       "started")),
+        "smoke": _pick(smoke, ("state", "answers", "reasons", "agreement", "model", "crash", "elapsed")),
+        "benchmark": dict(_pick(benchmark, ("state", "levels", "model", "tokenizer", "sampler",
+                                            "overhead_s_per_level", "crash", "elapsed", "msg")),
+                          settings=ctx.get("bench_settings") or {}),
+        "diagnosis": diagnosis_of(benchmark, ctx.get("reference_concurrency")),
+        "failed_task": ctx.get("failed_task"),
+        "failed_msg": ctx.get("failed_msg"),
+        "artifacts": sorted(ctx.get("artifacts") or []),
+        "moesweep": ctx.get("moesweep") or {},
+    }
+    if not benchmark:
+        record["benchmark"] = {"settings": ctx.get("bench_settings") or {}}
+    redacted = secrets.redact(record, known=ctx.get("known_secrets") or ())
+    if redacted != record:
+        redacted["secrets"] = "redacted"
+    return redacted
+
+
+def build_restore_record(ctx):
+    readiness = ctx.get("readiness") or {}
+    # previous: the files are back; a server that was not running before the sweep is not started either
+    ok = (ctx.get("action") == "none" or readiness.get("state") == "ready"
+          or (ctx.get("action") == "previous" and not ctx.get("previous_active") and not ctx.get("failed_task")))
+    record = {
+        "schema": SCHEMA,
+        "kind": "restore",
+        "sweep_id": ctx.get("sweep_id"),
+        "host": ctx.get("host"),
+        "point": ctx.get("point"),
+        "backend": ctx.get("backend"),
+        "status": PASSED if ok else "failed",
+        "cause": None if ok else (readiness.get("cause") or readiness.get("state") or "failed"),
+        "simulated": bool(ctx.get("simulated")),
+        "policy": ctx.get("policy"),
+        "action": ctx.get("action"),
+        "reason": ctx.get("reason"),
+        "started": ctx.get("started"),
+        "finished": now_iso(),
+        "readiness": _pick(readiness, ("state", "cause", "phase", "decisive_line", "elapsed", "invocation_id")),
+        "failed_task": ctx.get("failed_task"),
+        "failed_msg": ctx.get("failed_msg"),
+        "moesweep": ctx.get("moesweep") or {},
+    }
+    return secrets.redact(record, known=ctx.get("known_secrets") or ())

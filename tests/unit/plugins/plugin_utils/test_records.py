@@ -1,0 +1,146 @@
+"""Sweep plans and point records: the user's inputs refused before any point, status from what the stages
+returned, resume by configuration hash, and the restore choice."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import records
+
+
+@pytest.mark.parametrize("backend,backends,expected", [
+    ("flashinfer_cutedsl", None, ["flashinfer_cutedsl"]),
+    (None, ["a", "b"], ["a", "b"]),
+    (None, "a,b", ["a", "b"]),
+    (None, "[a, b]", ["a", "b"]),
+    (None, "compatible", "compatible"),
+])
+def test_points(backend, backends, expected):
+    assert records.parse_points(backend, backends) == expected
+
+
+@pytest.mark.parametrize("backend,backends,needle", [
+    ("a", ["b"], "not both"),
+    (None, [], "empty list"),
+    (None, "", "no sweep point"),
+    (None, None, "no sweep point"),
+    (None, ["a", "a"], "twice"),
+    (None, ["a;reboot"], "not a plain name"),
+    (["a"], None, "one name"),
+])
+def test_bad_points(backend, backends, needle):
+    with pytest.raises(records.PlanError, match=None) as exc:
+        records.parse_points(backend, backends)
+    assert needle in str(exc.value)
+
+
+def test_typo_suggests_the_closest_valid_name():
+    with pytest.raises(records.PlanError) as exc:
+        records.check_points(["flashinfer_cutlas"], {"custom": {}}, ["flashinfer_cutlass", "triton"])
+    assert "did you mean 'flashinfer_cutlass'" in str(exc.value)
+    records.check_points(["custom", "triton"], {"custom": {}}, ["triton"])
+
+
+def test_results_dir_checks(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(records.PlanError, match="is a file"):
+        records.check_results_dir(str(f), os.path.isdir, os.path.exists, os.access)
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    with pytest.raises(records.PlanError, match="not writable"):
+        records.check_results_dir(str(ro / "results"), os.path.isdir, os.path.exists, lambda p, m: False)
+    records.check_results_dir(str(tmp_path / "new" / "results"), os.path.isdir, os.path.exists, os.access)
+
+
+def test_settings_checks():
+    records.check_settings("best", 64, [1, 8, 64], "false")
+    with pytest.raises(records.PlanError, match="reference concurrency 16 is not one of"):
+        records.check_settings("best", 16, [1, 8, 64], "false")
+    with pytest.raises(records.PlanError, match="restore must be one of"):
+        records.check_settings("latest", 64, [64], "false")
+
+
+def test_sweep_id_is_stable_and_plain():
+    a = records.sweep_id_for(["x", "y"], ["h2", "h1"], {"input_len": 1})
+    assert a == records.sweep_id_for(["x", "y"], ["h1", "h2"], {"input_len": 1}) and a.startswith("sweep-")
+    assert a != records.sweep_id_for(["y", "x"], ["h1", "h2"], {"input_len": 1})
+    with pytest.raises(records.PlanError):
+        records.check_sweep_id("../etc")
+
+
+READY = {"state": "ready"}
+OK_BENCH = {"state": "ok", "levels": [{"concurrency": 8, "ok": True, "figures": {"output_throughput": 200.0,
+                                                                                  "p99_ttft_ms": 50.0}}]}
+
+
+@pytest.mark.parametrize("stage,failed,readiness,smoke,bench,expected", [
+    (None, {}, READY, {"state": "ok"}, OK_BENCH, ("passed", None)),
+    ("preflight", {"verdict": "unsupported"}, {}, {}, {}, ("refused", None)),
+    ("readiness", {"state": "crashed", "cause": "oom"}, {"state": "crashed", "cause": "oom"}, {}, {}, ("crashed", "oom")),
+    ("readiness", {}, {"state": "hang"}, {}, {}, ("hang", None)),
+    ("smoke", {}, READY, {"state": "bad_output"}, {}, ("bad_output", None)),
+    ("smoke", {}, READY, {"state": "server_died", "crash": {"cause": "other"}}, {}, ("crashed", "other")),
+    ("benchmark", {}, READY, {"state": "ok"}, {"state": "failed"}, ("bench_failed", None)),
+    ("benchmark", {}, READY, {"state": "ok"}, {"state": "invalid_gpu_state"}, ("invalid_gpu_state", None)),
+    ("benchmark", {}, READY, {"state": "ok"}, {"state": "server_died", "crash": {"cause": "killed"}},
+     ("crashed", "killed")),
+    ("interrupted", {}, READY, {}, {}, ("interrupted", None)),
+    ("other", {"msg": "boom"}, READY, {"state": "ok"}, OK_BENCH, ("failed", None)),
+])
+def test_point_status(stage, failed, readiness, smoke, bench, expected):
+    assert records.point_status(stage, failed, readiness, smoke, bench, {}) == expected
+
+
+def test_record_is_redacted_and_complete():
+    ctx = {"sweep_id": "s", "host": "h", "point": "p", "readiness": READY, "smoke": {"state": "ok"},
+           "benchmark": OK_BENCH, "launch": {"backend": "triton", "argv": ["x", "--api-key", "${SGLANG_API_KEY}"]},
+           "failed_result": {}, "reference_concurrency": 8, "known_secrets": ["hf_supersecretvalue1234"],
+           "provenance": {"note": "token hf_supersecretvalue1234"}}
+    rec = records.build_point_record(ctx)
+    assert rec["schema"] == records.SCHEMA and rec["status"] == "passed" and rec["backend"] == "triton"
+    assert "hf_supersecret" not in json.dumps(rec) and rec["secrets"] == "redacted"
+    assert rec["launch"]["argv"][-1] == "${SGLANG_API_KEY}"
+
+
+def test_read_points_skips_a_torn_last_line(tmp_path):
+    path = tmp_path / "points.jsonl"
+    path.write_bytes(b'{"kind": "point", "point": "a"}\n{"kind": "point", "po')
+    assert [r["point"] for r in records.read_points(str(path))] == ["a"]
+    assert records.read_points(str(tmp_path / "missing")) == []
+
+
+def _rec(point, status, tok=None, ttft=10.0, host="h", config="c"):
+    levels = [{"concurrency": 8, "ok": tok is not None, "figures": {"output_throughput": tok, "p99_ttft_ms": ttft}}]
+    return {"kind": "point", "host": host, "point": point, "status": status, "config_hash": config,
+            "benchmark": {"levels": levels}}
+
+
+def test_resume_finds_only_a_passing_record_of_that_host_and_configuration():
+    recs = [_rec("a", "crashed", config="c1"), _rec("a", "passed", 100, config="c1"), _rec("b", "passed", 5, host="x")]
+    assert records.passing_record(recs, "h", "c1")["point"] == "a"
+    assert records.passing_record(recs, "h", "c2") is None
+    assert records.passing_record(recs, "h", records.config_hash("l", {"a": 1}, "s")) is None
+    assert records.config_hash("l", {"a": 1}, "s") != records.config_hash("l", {"a": 2}, "s")
+
+
+def test_restore_choice():
+    recs = [_rec("a", "passed", 100.0), _rec("b", "passed", 150.0, ttft=99), _rec("c", "passed", 150.0, ttft=20),
+            _rec("d", "crashed")]
+    best = records.choose_restore(recs, "h", "best", 8, {"unit": True}, ["a", "b", "c", "d"])
+    assert best["action"] == "point" and best["point"] == "c" and "150.0 output tok/s" in best["reason"]
+    assert records.choose_restore(recs, "h", "previous", 8, {"unit": True}, None)["action"] == "previous"
+    nothing = [_rec("d", "crashed")]
+    fallback = records.choose_restore(nothing, "h", "best", 8, {"unit": True, "active": True}, None)
+    assert fallback["action"] == "previous" and "no point passed" in fallback["reason"]
+    assert records.choose_restore(nothing, "h", "best", 8, {"unit": False}, None)["action"] == "none"
+    assert records.choose_restore(recs, "h", "none", 8, {}, None)["action"] == "none"
+
+
+def test_restore_record_status():
+    assert records.build_restore_record({"action": "point", "readiness": READY})["status"] == "passed"
+    failed = records.build_restore_record({"action": "point", "readiness": {"state": "crashed", "cause": "oom"}})
+    assert failed["status"] == "failed" and failed["cause"] == "oom"
+    assert records.build_restore_record({"action": "previous", "previous_active": False})["status"] == "passed"
