@@ -1,0 +1,198 @@
+"""``moesweep report``: the files it writes, the SIMULATED labels, and clear exit-2 errors for bad input, on the
+recorded sweeps of tests/fixtures/results/. No browser here (tests/integration/test_report_browser.py opens the
+page)."""
+
+from __future__ import annotations
+
+import base64
+import re
+import shutil
+import stat
+from html.parser import HTMLParser
+
+import pytest
+from helpers.paths import FIXTURES
+
+from moesweep import report
+from moesweep.cli import main
+
+SIM = FIXTURES / "results" / "sim-rtx6000-0.5.9"
+MEASURED = FIXTURES / "results" / "gb200-minimax-m2.7"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+class Page(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.imgs, self.rows, self.links, self.scripts = [], [], [], 0
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "img":
+            self.imgs.append(a)
+        elif tag == "tr" and "point" in (a.get("class") or "").split():
+            self.rows.append(a)
+        elif tag in ("link", "script") and (a.get("src") or a.get("href")):
+            self.links.append(a)
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory):
+    out = tmp_path_factory.mktemp("report") / "out"
+    rc = main(["report", str(SIM), str(MEASURED / "points.jsonl"), "--out", str(out)])
+    assert rc == 0
+    return out
+
+
+def _page(out):
+    page = Page()
+    page.feed((out / "report.html").read_text())
+    return page
+
+
+def test_writes_markdown_html_and_one_png_per_plot(both, capsys):
+    plots = sorted(p.name for p in (both / "plots").iterdir())
+    assert plots == sorted(["measured-throughput.png", "measured-pareto.png", "simulated-throughput.png",
+                            "simulated-latency.png", "simulated-pareto.png", "simulated-startup.png",
+                            "simulated-gpu.png"])
+    for p in (both / "plots").iterdir():
+        assert p.read_bytes().startswith(PNG_MAGIC)
+    md = (both / "report.md").read_text()
+    for name in re.findall(r"\]\(plots/([^)]+)\)", md):
+        assert (both / "plots" / name).is_file()
+    assert len(re.findall(r"\]\(plots/", md)) == len(plots)
+    # what the measured sweep's source does not give is said, not drawn
+    assert "Not drawn: Latency against throughput (measured) (no ok level has TTFT / ITL figures)." in md
+
+
+def test_files_are_private_like_the_results(both):
+    assert stat.S_IMODE((both).stat().st_mode) == 0o700
+    assert stat.S_IMODE((both / "plots").stat().st_mode) == 0o700
+    for p in [both / "report.md", both / "report.html", *(both / "plots").iterdir()]:
+        assert stat.S_IMODE(p.stat().st_mode) == 0o600, p
+
+
+def test_html_is_self_contained_with_every_plot_embedded(both):
+    page = _page(both)
+    assert page.links == []  # no external script or stylesheet
+    html = (both / "report.html").read_text()
+    assert not re.search(r"""(src|href)=["'](https?:|//|file:)""", html.replace('href="https://github.com', ""))
+    assert len(page.imgs) == len(list((both / "plots").iterdir()))
+    for img in page.imgs:
+        assert img["src"].startswith("data:image/png;base64,")
+        png = base64.b64decode(img["src"].split(",", 1)[1])
+        assert png == (both / "plots" / img["data-name"]).read_bytes()
+    assert 'document.body.setAttribute("data-images-ok"' in html
+
+
+def test_one_table_row_per_point_and_simulated_rows_say_so(both):
+    page = _page(both)
+    assert len(page.rows) == 11
+    assert [r["data-point"] for r in page.rows if r["data-simulated"] == "true"] == [
+        "flashinfer_cutlass", "cutlass", "flashinfer_trtllm", "triton", "auto", "deep_gemm", "flashinfer_cutedsl"]
+    html = (both / "report.html").read_text()
+    for tr in re.findall(r'<tr class="[^"]*simulated[^"]*".*?</tr>', html):
+        assert '<td class="data">SIMULATED</td>' in tr
+    for tr in re.findall(r'<tr class="point (?:passed|fail)" .*?</tr>', html):
+        assert '<td class="data">measured</td>' in tr
+
+
+def test_every_simulated_plot_title_and_heading_says_simulated(both):
+    page = _page(both)
+    for img in page.imgs:
+        assert img["alt"].startswith("SIMULATED") == img["data-name"].startswith("simulated-"), img["alt"]
+        if img["data-name"].startswith("measured-"):
+            assert img["alt"].endswith("(measured)")
+    md = (both / "report.md").read_text()
+    assert md.startswith("# moesweep report: sim-rtx6000-0.5.9, gb200-minimax-m2.7 (measured and SIMULATED "
+                         "points, kept apart)\n")
+    for heading in re.findall(r"^### (.+)$", md, re.M):
+        if "sim-h1" in heading:
+            assert "(SIMULATED)" in heading
+
+
+def test_failures_quote_their_decisive_lines_and_sources(both):
+    md = (both / "report.md").read_text()
+    failures = md.split("## Failures")[1].split("## Caveats")[0]
+    assert "### sim-h1 / triton (SIMULATED): crashed" in failures
+    assert ("- decisive line: RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+            "Current value: self.server_args.mem_fraction_static=0.92") in failures
+    assert "- source: https://github.com/sgl-project/sglang/blob/v0.5.9/" in failures
+    assert "### gb200-01 / flashinfer_mxfp4: refused" in failures
+    assert "Scheduler hit an exception: Traceback (most recent call last):" in failures
+    assert "## Caveats from the preflight" in md and "s9-flashinfer-cutlass-sm120-compute-120a" in md
+    assert "| sim-rtx6000-0.5.9 | sim-h1 | SIMULATED | best | flashinfer_cutlass | passed |" in md
+
+
+def test_a_simulated_sweep_alone_is_simulated_in_its_title(tmp_path, capsys):
+    rc = main(["report", str(SIM), "--out", str(tmp_path / "r")])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert (tmp_path / "r" / "report.md").read_text().startswith("# moesweep report: sim-rtx6000-0.5.9 (SIMULATED)\n")
+    assert "<h1>moesweep report: sim-rtx6000-0.5.9 (SIMULATED)</h1>" in (tmp_path / "r" / "report.html").read_text()
+    assert all(i["alt"].startswith("SIMULATED \u2014 ") for i in _page(tmp_path / "r").imgs)
+    assert "== SIMULATED hosts" in out and "Measured" not in out  # the printed table
+    assert out.rstrip().endswith("report.html")
+
+
+def test_default_out_dir_and_a_bare_sweep_id(tmp_path, monkeypatch, capsys):
+    results = tmp_path / "results"
+    shutil.copytree(SIM, results / SIM.name)
+    monkeypatch.chdir(tmp_path)
+    assert main(["report", SIM.name, "--reference-concurrency", "4"]) == 0
+    assert (results / SIM.name / "report" / "report.html").is_file()
+    assert "Reference concurrency: c4" in (results / SIM.name / "report" / "report.md").read_text()
+    shutil.copytree(MEASURED, results / MEASURED.name)
+    assert main(["report", "results/" + SIM.name, "results/" + MEASURED.name]) == 0
+    assert (results / f"report-{SIM.name}+{MEASURED.name}" / "report.html").is_file()
+
+
+def _bad(capsys, argv):
+    rc = main(["report", *argv])
+    captured = capsys.readouterr()
+    assert rc == 2, captured
+    assert "Traceback" not in captured.err and captured.out == ""
+    assert captured.err.startswith("moesweep report: ") and captured.err.count("\n") == 1
+    return captured.err
+
+
+def test_bad_input_is_a_clear_exit_2_and_nothing_is_written(tmp_path, capsys):
+    out = tmp_path / "out"
+    err = _bad(capsys, [str(tmp_path), "--out", str(out)])
+    assert "holds no points.jsonl: it is not a sweep's results directory" in err
+    err = _bad(capsys, [str(tmp_path / "missing"), "--out", str(out)])
+    assert "does not exist" in err
+    binary = tmp_path / "bin"
+    binary.mkdir()
+    (binary / "points.jsonl").write_bytes(b"\x00\x01\x02 not text\n")
+    assert "is not a text file" in _bad(capsys, [str(binary), "--out", str(out)])
+    torn_only = tmp_path / "torn"
+    torn_only.mkdir()
+    (torn_only / "points.jsonl").write_text((SIM / "points.jsonl").read_text().splitlines()[0][:500])
+    assert "holds no point record yet" in _bad(capsys, [str(torn_only), "--out", str(out)])
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    assert f"--out {afile} is a file, not a directory" in _bad(capsys, [str(SIM), "--out", str(afile)])
+    assert "is a file, so the directory cannot be created" in _bad(capsys, [str(SIM), "--out", str(afile / "sub")])
+    err = _bad(capsys, [str(SIM), "--reference-concurrency", "64", "--out", str(out)])
+    assert "--reference-concurrency 64: no point ran that level; the sweeps ran c1, c4, c16" in err
+    assert "give a positive" in _bad(capsys, [str(SIM), "--reference-concurrency", "0", "--out", str(out)])
+    assert not out.exists()
+
+
+def test_unwritable_output_is_exit_2(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(report.os, "access", lambda *_a: False)
+    assert "is not writable" in _bad(capsys, [str(SIM), "--out", str(tmp_path / "o")])
+
+
+def test_help_documents_the_exit_codes(capsys):
+    with pytest.raises(SystemExit):
+        main(["report", "--help"])
+    text = capsys.readouterr().out
+    assert "Exit status: 0 the report was written; 2 bad input" in text
+
+
+def test_pareto_frontier_is_vllms():
+    # vllm/benchmarks/sweep/plot_pareto.py _pareto_frontier: points no other beats on both axes
+    pairs = [(10.0, 1.0), (8.0, 3.0), (8.0, 2.0), (5.0, 2.5), (2.0, 6.0), (1.0, 5.0)]
+    assert report.pareto_frontier(pairs) == [(2.0, 6.0), (8.0, 3.0), (10.0, 1.0)]
