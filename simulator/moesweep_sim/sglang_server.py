@@ -207,11 +207,16 @@ class Server:
 
     # ------------------------------------------------------------ server args
     def resolve_args(self, cls: str, mla: bool):
-        # post-init MoE backend: 0.5.9 sets it in __post_init__ only on the SM100 DeepSeek branch
-        # (auto -> flashinfer_trtllm); 0.5.23 resolves "auto" in its resolution pipeline
+        # "auto" in the resolved args: 0.5.9's __post_init__ replaces it only on its SM100 DeepSeek branch
+        # (-> flashinfer_trtllm); 0.5.23's pipeline there and for NVFP4 on SM110/SM12x (-> flashinfer_cutlass);
+        # elsewhere it stays "auto" and the quantization method picks the kernel (moe_resolution.py)
         cli = dict(self.args)
-        if self.version != "0.5.9" or self.backend == "flashinfer_trtllm":
-            cli["moe_runner_backend"] = self.backend
+        if (cli.get("moe_runner_backend") or "auto") == "auto":
+            if self.backend == "flashinfer_trtllm" and self.sm // 10 == 10:
+                cli["moe_runner_backend"] = self.backend
+            elif (self.version != "0.5.9" and self.backend == "flashinfer_cutlass" and self.quant == "modelopt_fp4"
+                  and self.sm // 10 in (11, 12)):
+                cli["moe_runner_backend"] = self.backend
         self.sa = ResolvedArgs(self.version, cli, gpu_mem_mib=self.gpu["memory_total_mib"], sm=self.sm,
                                model_arch=cls, mla=mla)
         self.served_name = self.sa["served_model_name"]
