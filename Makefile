@@ -8,8 +8,10 @@ STAMP := $(VENV)/.moesweep-installed
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 SIM_DEBS := systemd-container debootstrap zstd iproute2 openssh-client apt-utils dpkg-dev gnupg
+# The headless browser the report's HTML test opens the page in (tests/integration/test_report_browser.py).
+BROWSER_DEBS := chromium fonts-dejavu-core
 
-.PHONY: venv sim-deps lint unit test demo demo-down clean
+.PHONY: venv sim-deps browser-deps lint unit test demo demo-down clean
 
 $(STAMP): requirements-controller.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +27,12 @@ sim-deps:
 	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
 
+# Debian's chromium for the report's browser test (root; Debian archives only).
+browser-deps:
+	@missing=""; for p in $(BROWSER_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi
+
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/yamllint -s .
@@ -33,7 +41,7 @@ lint: venv
 unit: venv
 	$(BIN)/pytest -q -m "not hosts and not slow" tests/unit tests/simulator
 
-test: venv sim-deps lint
+test: venv sim-deps browser-deps lint
 	$(BIN)/pytest -q -ra --durations=15 tests
 
 # Boot the embedded default (a simulated 8x RTX PRO 6000 host) and run the main job on it.

@@ -535,6 +535,27 @@ DEFINITIONS = (
 )
 
 
+def grouped_caveats(records):
+    """[(title, simulated, caveats)]: a caveat every point of a host has is said once for the host, the rest per
+    point."""
+    points = summary.point_records(records)
+    by_host = {}
+    for r in points:
+        by_host.setdefault((r.get("sweep_id"), r.get("host")), []).append(r)
+    out = []
+    for (_sweep, host), group in by_host.items():
+        lists = [summary.caveats(r) for r in group]
+        common = [c for c in lists[0] if all(c in other for other in lists[1:])] if len(group) > 1 else []
+        simulated = summary.is_simulated(group[0])
+        if common:
+            out.append((f"{host}, every point", simulated, common))
+        for r, items in zip(group, lists, strict=True):
+            rest = [c for c in items if c not in common]
+            if rest:
+                out.append((f"{host} / {r.get('point')}", simulated, rest))
+    return out
+
+
 def _md_table(header, rows):
     esc = lambda t: str(t).replace("|", "\\|").replace("\n", " ")  # noqa: E731
     out = ["| " + " | ".join(esc(h) for h in header) + " |", "|" + "|".join("---" for _h in header) + "|"]
@@ -573,13 +594,11 @@ def render_markdown(records, rows, plots, reference, skipped=()):
             lines.append("")
             if f["excerpt"]:
                 lines += ["```", f["excerpt"], "```", ""]
-    cav = [(r, summary.caveats(r)) for r in summary.point_records(records)]
-    cav = [(r, c) for r, c in cav if c]
+    cav = grouped_caveats(records)
     if cav:
         lines += ["## Caveats from the preflight", ""]
-        for r, items in cav:
-            lines.append("- **{} / {}**{}:".format(r.get("host"), r.get("point"),
-                                                " (SIMULATED)" if summary.is_simulated(r) else ""))
+        for title, simulated, items in cav:
+            lines.append("- **{}**{}:".format(title, " (SIMULATED)" if simulated else ""))
             lines += [f"  - {text}" for text in items]
         lines.append("")
     restores = summary.restore_records(records)
@@ -737,14 +756,13 @@ def render_html(records, rows, plots, reference, skipped=()):
             if f["excerpt"]:
                 parts.append("<pre>{}</pre>".format(_h(f["excerpt"])))
             parts.append("</div>")
-    cav = [(r, summary.caveats(r)) for r in summary.point_records(records)]
-    cav = [(r, c) for r, c in cav if c]
+    cav = grouped_caveats(records)
     if cav:
         parts.append("<h2>Caveats from the preflight</h2><ul>")
-        for r, items in cav:
-            sim = " <span class=\"sim\">SIMULATED</span>" if summary.is_simulated(r) else ""
-            parts.append("<li><b>{} / {}</b>{}<ul>{}</ul></li>".format(
-                _h(r.get("host")), _h(r.get("point")), sim, "".join(f"<li>{_h(t)}</li>" for t in items)))
+        for title, simulated, items in cav:
+            sim = " <span class=\"sim\">SIMULATED</span>" if simulated else ""
+            parts.append("<li><b>{}</b>{}<ul>{}</ul></li>".format(
+                _h(title), sim, "".join(f"<li>{_h(t)}</li>" for t in items)))
         parts.append("</ul>")
     restores = summary.restore_records(records)
     if restores:
