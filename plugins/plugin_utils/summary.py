@@ -535,6 +535,8 @@ def default_reference_concurrency(records):
 def _resolve_reference(records, reference_concurrency):
     if reference_concurrency is None:
         return default_reference_concurrency(records)
+    if isinstance(reference_concurrency, str) and reference_concurrency.strip().isdigit():
+        reference_concurrency = int(reference_concurrency)  # -e reference_concurrency=32 arrives as a string
     if isinstance(reference_concurrency, bool) or not isinstance(reference_concurrency, int) \
             or reference_concurrency <= 0:
         raise ValueError("reference_concurrency must be a positive integer, got %r" % (reference_concurrency,))

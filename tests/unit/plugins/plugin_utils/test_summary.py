@@ -171,8 +171,10 @@ def test_another_reference_concurrency(sim):
     level = next(lv for lv in next(r for r in sim if r["point"] == "cutlass")["benchmark"]["levels"]
                  if lv["concurrency"] == 4)
     assert row["reference_concurrency"] == 4 and row["ttft_p99_ms"] == level["figures"]["p99_ttft_ms"]
-    with pytest.raises(ValueError, match="positive integer"):
-        summary.summary_rows(sim, 0)
+    assert summary.summary_rows(sim, "4") == summary.summary_rows(sim, 4)  # -e values arrive as strings
+    for bad in (0, -4, "x", True, 4.0):
+        with pytest.raises(ValueError, match="positive integer"):
+            summary.summary_rows(sim, bad)
 
 
 def test_gpu_count_follows_sglang_data_parallel_controller():
