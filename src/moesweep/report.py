@@ -54,6 +54,18 @@ class ReportError(ValueError):
     """Input the report cannot be made from, or an output it cannot write: the message names the fix."""
 
 
+class PlotterMissing(RuntimeError):
+    """matplotlib is not installed in this environment."""
+
+
+def check_plotter():
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as exc:
+        raise PlotterMissing(f"matplotlib is not installed in this Python ({exc}): run `make venv`, or "
+                             "pip install -r requirements-controller.txt") from exc
+
+
 # --------------------------------------------------------------------------------------------------
 # Input
 
@@ -799,6 +811,7 @@ def build_report(sources, out_dir=None, reference_concurrency=None):
     before anything is written."""
     if not sources:
         raise ReportError("give at least one sweep: moesweep report results/<sweep_id>")
+    check_plotter()
     sweeps = load_sweeps(sources)
     records = [r for _src, recs in sweeps for r in recs]
     reference = check_reference(records, reference_concurrency)

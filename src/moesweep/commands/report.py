@@ -15,7 +15,8 @@ to the one the sweep was run with, else the highest level every benchmarked poin
 
 Exit status: 0 the report was written; 2 bad input (a directory without points.jsonl, an unreadable or
 damaged points file, a sweep with no point yet, an --out that is a file or not writable, a reference
-concurrency no point ran): the message names the problem and the fix, and nothing is written.
+concurrency no point ran): the message names the problem and the fix, and nothing is written; 3 matplotlib
+is not installed (`make venv`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import sys
 from pathlib import Path
 
 EXIT_BAD_INPUT = 2
+EXIT_NO_PLOTTER = 3
 
 
 def register(subparsers) -> None:
@@ -58,7 +60,7 @@ def resolve(source: str) -> str:
 def run(args) -> int:
     from ansible_collections.moesweep.sweep.plugins.plugin_utils import summary
 
-    from moesweep.report import ReportError, build_report
+    from moesweep.report import PlotterMissing, ReportError, build_report
 
     sources = [resolve(s) for s in args.sweeps]
     try:
@@ -66,6 +68,9 @@ def run(args) -> int:
     except ReportError as exc:
         print(f"moesweep report: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except PlotterMissing as exc:
+        print(f"moesweep report: {exc}", file=sys.stderr)
+        return EXIT_NO_PLOTTER
     except OSError as exc:
         print("moesweep report: cannot write the report: {}{}".format(
             exc.strerror or exc, f" ({exc.filename})" if getattr(exc, "filename", None) else ""), file=sys.stderr)

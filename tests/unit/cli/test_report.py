@@ -185,6 +185,23 @@ def test_unwritable_output_is_exit_2(tmp_path, capsys, monkeypatch):
     assert "is not writable" in _bad(capsys, [str(SIM), "--out", str(tmp_path / "o")])
 
 
+def test_no_matplotlib_is_exit_3_naming_the_fix(tmp_path, capsys, monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            raise ImportError("No module named 'matplotlib'")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    rc = main(["report", str(SIM), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 3 and "matplotlib is not installed" in err and "make venv" in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
 def test_help_documents_the_exit_codes(capsys):
     with pytest.raises(SystemExit):
         main(["report", "--help"])
