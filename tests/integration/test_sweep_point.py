@@ -115,7 +115,7 @@ def test_seed_launch_line_health_sequence_and_clean_stop(host):
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
-            code = urllib.request.urlopen(url, timeout=1).status
+            code = urllib.request.urlopen(url, timeout=5).status  # a real /health takes >= 1 s once Up
         except urllib.error.HTTPError as exc:
             code = exc.code
         except (urllib.error.URLError, ConnectionError, TimeoutError):
