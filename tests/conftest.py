@@ -32,6 +32,7 @@ class SimCluster:
     name: str
     inventory: Path
     hosts: list
+    results_dir: Path | None = None
 
     @property
     def names(self) -> list[str]:
@@ -79,14 +80,42 @@ def run_ansible(tool: str, *args: str, check: bool = True, env: dict | None = No
 SIM_FAST = {"MOESWEEP_SIM_TIME_SCALE": "0.1"}
 
 
-def sweep_point(cluster: SimCluster, backend: str, env: dict | None = None, **extravars):
-    """Run playbooks/sweep.yml for one backend on a one-host cluster; returns (run, that host's outcome)."""
+# Benchmark settings small enough for a 2-core machine: two levels, short requests. The simulated decode rate
+# (MOESWEEP_SIM_DECODE_RATE) stays low so the simulator and the client are far from CPU bound.
+SMALL_BENCH = {"sglang_bench_input_len": 32, "sglang_bench_output_len": 48, "sglang_bench_concurrency": [1, 4],
+               "sglang_bench_num_prompts": [8], "sglang_bench_telemetry_interval_ms": 250}
+SIM_RATES = {"MOESWEEP_SIM_DECODE_RATE": "40", "MOESWEEP_SIM_DECODE_ALPHA": "0.05", "MOESWEEP_SIM_PREFILL_RATE": "5000"}
+
+
+def sweep_point(cluster: SimCluster, backend: str, env: dict | None = None, bench: bool = False,
+                results_dir: Path | None = None, **extravars):
+    """Run playbooks/sweep.yml for one backend on a one-host cluster; returns (run, that host's outcome).
+    Without ``bench`` the point stops after the smoke check (hosts without a client venv). The host is left as
+    the point left it (restore=none) unless ``restore`` is given, so ``readiness`` is the point's own; and the
+    point runs even when it passed before with the same configuration (rerun), unless ``rerun=False``."""
     from moesweep.runner import run_playbook
 
-    variables = {"backend": backend, "sglang_server_extra_environment": {**SIM_FAST, **(env or {})},
-                 "sglang_server_stall_timeout": 5, "sglang_server_ready_timeout": 120, **extravars}
+    variables = {"backend": backend, "sglang_server_extra_environment": {**SIM_FAST, **SIM_RATES, **(env or {})},
+                 "sglang_server_stall_timeout": 5, "sglang_server_ready_timeout": 120,
+                 "sglang_bench_enabled": bench, "results_dir": str(results_dir or cluster.results_dir),
+                 "restore": "none", "rerun": True,
+                 **SMALL_BENCH, **extravars}
     run = run_playbook("playbooks/sweep.yml", extravars=variables, inventory=str(cluster.inventory))
     return run, run.hosts[cluster.names[0]]
+
+
+def point_records(cluster: SimCluster, point: str | None = None, kind: str = "point") -> list[dict]:
+    """The records the results callback wrote for this cluster (every sweep), oldest first."""
+    import json
+
+    out = []
+    for path in sorted((cluster.results_dir or Path("/nonexistent")).glob("*/points.jsonl"),
+                       key=lambda p: p.stat().st_mtime):
+        for line in path.read_text().splitlines():
+            rec = json.loads(line)
+            if rec.get("kind") == kind and (point is None or rec.get("point") == point):
+                out.append(rec)
+    return out
 
 
 class _ClusterFactory:
@@ -103,7 +132,7 @@ class _ClusterFactory:
             return self._made[key]
         inventory = self._tmp / f"{name}.yml"
         res = simhosts.up(n=hosts, cluster=name, inventory=inventory, log=lambda m: None, **profile)
-        cluster = SimCluster(name, res.inventory, res.hosts)
+        cluster = SimCluster(name, res.inventory, res.hosts, results_dir=self._tmp / f"{name}-results")
         self._made[key] = cluster
         if not res.reused:
             self._booted.add(name)

@@ -16,7 +16,8 @@ from ansible_collections.moesweep.sweep.plugins.module_utils import secrets
 from ansible_collections.moesweep.sweep.plugins.plugin_utils import records
 
 ARGUMENT_SPEC = dict(
-    state=dict(type="str", required=True, choices=["start", "resume", "point", "restore_plan", "restore"]),
+    state=dict(type="str", required=True,
+               choices=["start", "resume", "stop_check", "point", "restore_plan", "restore"]),
     sweep=dict(type="dict", required=True),
     point=dict(type="str"),
     started=dict(type="str"),
@@ -95,9 +96,20 @@ class ActionModule(ActionBase):
         host = task_vars.get("inventory_hostname")
         sweep = a["sweep"]
         base = {"changed": False, "moesweep_sweep": sweep, "moesweep_host": host}
+        stop_file = os.path.join(sweep["dir"], records.STOP_FILE)
         if a["state"] == "start":
+            if os.path.exists(stop_file):
+                base.update(stopped=True, msg="the sweep was asked to stop (%s): point %s not run" % (
+                    stop_file, a["point"]))
+                return base
             base.update(moesweep_event="point_started", point=a["point"], started=records.now_iso(),
-                        started_at=time.time(), msg="point %s started" % a["point"])
+                        started_at=time.time(), stopped=False, msg="point %s started" % a["point"])
+            return base
+        if a["state"] == "stop_check":
+            if os.path.exists(stop_file):
+                base.update(failed=True, moesweep_stop=True,
+                            msg="the sweep was asked to stop after this step (%s): point %s ends here, interrupted"
+                                % (stop_file, a["point"]))
             return base
         points_path = os.path.join(sweep["dir"], records.POINTS_FILE)
         if a["state"] == "resume":

@@ -117,23 +117,52 @@ def journal_entry(raw):
     return str(msg), wall
 
 
-def journal_argv(journalctl, invocation_id, follow=True):
-    """The command that reads every line one run of a unit wrote (``_SYSTEMD_INVOCATION_ID`` match)."""
+def journal_argv(journalctl, invocation_id, follow=True, after_cursor=None):
+    """The command that reads the lines one run of a unit wrote (``_SYSTEMD_INVOCATION_ID`` match): all of
+    them, or those after ``after_cursor``; ``follow`` keeps reading as new ones arrive."""
     argv = [journalctl, "_SYSTEMD_INVOCATION_ID=%s" % invocation_id, "-o", "json", "--no-pager",
             "--output-fields=MESSAGE,__REALTIME_TIMESTAMP"]
+    if after_cursor:
+        argv.append("--after-cursor=%s" % after_cursor)
     if follow:
-        # --follow alone starts with the last 10 lines only (journalctl(1) --lines); --no-tail shows all.
-        argv += ["--follow", "--no-tail"]
+        argv.append("--follow")
+        if not after_cursor:
+            # --follow alone starts with the last 10 lines only (journalctl(1) --lines); --no-tail shows all.
+            argv.append("--no-tail")
     return argv
+
+
+def journal_cursor(raw):
+    """The ``__CURSOR`` of one ``journalctl -o json`` line (always present in that output), or None."""
+    try:
+        return json.loads(raw).get("__CURSOR")
+    except ValueError:
+        return None
+
+
+def read_history(run_command, journalctl, invocation_id):
+    """Every line the run wrote so far, read to the end before anything is judged (a follower delivers a long
+    history in chunks, and a verdict on its first chunk would be one on a part of the story).
+    Returns (entries, cursor of the last entry or None)."""
+    rc, out, _err = run_command(journal_argv(journalctl, invocation_id, follow=False),
+                                environ_update={"LC_ALL": "C", "SYSTEMD_PAGER": ""})
+    entries, cursor = [], None
+    for raw in out.splitlines() if rc == 0 else []:
+        entry = journal_entry(raw)
+        if entry is not None:
+            entries.append(entry)
+            cursor = journal_cursor(raw) or cursor
+    return entries, cursor
 
 
 class JournalFollower:
     """``journalctl _SYSTEMD_INVOCATION_ID=ID -o json --follow`` as a child, read without blocking."""
 
-    def __init__(self, journalctl, invocation_id, popen=None):
+    def __init__(self, journalctl, invocation_id, popen=None, after_cursor=None, history=None):
         env = dict(os.environ, LC_ALL="C", SYSTEMD_PAGER="")
-        self.proc = (popen or subprocess.Popen)(journal_argv(journalctl, invocation_id), stdout=subprocess.PIPE,
-                          stderr=subprocess.DEVNULL, env=env)
+        self.proc = (popen or subprocess.Popen)(journal_argv(journalctl, invocation_id, after_cursor=after_cursor),
+                                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        self._history = list(history or [])
         self.fd = self.proc.stdout.fileno()
         os.set_blocking(self.fd, False)
         self._buf = b""
@@ -147,6 +176,9 @@ class JournalFollower:
 
     def read_entries(self):
         """Every complete entry available now, as (message, wall-clock seconds or None)."""
+        if self._history:
+            out, self._history = self._history, []
+            return out + self.read_entries()
         while True:
             try:
                 chunk = os.read(self.fd, 65536)

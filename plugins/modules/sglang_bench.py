@@ -580,6 +580,10 @@ def main():
             level["xid"] = xid
             level["diagnosis"] = diagnosis.diagnose(summary, p["diagnosis_thresholds"], xid)
             level["samples"] = len(window)
+            if level["diagnosis"].get("invalid"):
+                # HW / thermal slowdown, ECC errors or an Xid during the level: its figures are not results
+                level["ok"] = False
+                level["invalid"] = True
         else:
             level["telemetry"], level["diagnosis"] = None, diagnosis.diagnose(None, p["diagnosis_thresholds"])
         _write_json(files["summary"], level)

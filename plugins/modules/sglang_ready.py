@@ -212,6 +212,7 @@ from ansible_collections.moesweep.sweep.plugins.module_utils.readiness import (
     Waiter,
     parse_show,
     probe_health,
+    read_history,
     unit_running,
     validate_unit,
 )
@@ -301,7 +302,8 @@ def main():
         host = "[%s]" % host
     prober = HealthProber("http://%s:%d%s" % (host, p["port"], path), p["api_key"], timeout=p["health_timeout"],
                           interval=p["poll_interval"], probe=probe_health).start()
-    journal = JournalFollower(journalctl, invocation)
+    history, cursor = read_history(module.run_command, journalctl, invocation)
+    journal = JournalFollower(journalctl, invocation, after_cursor=cursor, history=history)
     try:
         waiter = Waiter(journal, prober, unit_state, timeout=p["timeout"], stall_timeout=p["stall_timeout"],
                         poll_interval=p["poll_interval"], confirm_with_health=not will_start,

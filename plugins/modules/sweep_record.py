@@ -12,6 +12,9 @@ description:
     writes what it returns.
   - V(start) marks a point as started (the callback writes an in-flight marker, so a point a lost controller
     never finished is recorded C(interrupted) by the next run).
+  - V(stop_check) fails when the sweep was asked to stop after the current step (a C(.stop) file in the sweep's
+    directory, which C(moesweep sweep) writes on a first Ctrl-C); the point is then recorded C(interrupted), and
+    V(start) answers C(stopped) for the points after it.
   - V(resume) computes the point's configuration hash (launch, benchmark settings, stack lock) and answers
     whether a passing record with that hash exists (then the point is skipped, unless the sweep's C(rerun)).
   - V(point) builds the point's record (docs/results.md) from what each stage returned or the task that failed,
@@ -27,7 +30,7 @@ options:
     description: What to do.
     type: str
     required: true
-    choices: [start, resume, point, restore_plan, restore]
+    choices: [start, resume, stop_check, point, restore_plan, restore]
   sweep:
     description: The plan from M(moesweep.sweep.sweep_plan).
     type: dict

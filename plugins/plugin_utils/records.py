@@ -187,21 +187,13 @@ def reference_figures(record, concurrency):
 
 def choose_restore(records, host, policy, reference_concurrency, previous, sweep_points):
     """Which configuration to leave ``host`` on: {action, point, reason}. ``action``: ``point`` (re-render that
-    point's unit), ``previous`` (put back the unit the host had before the sweep), ``none``."""
+    point's unit), ``previous`` (put back the unit the host had before the sweep), ``none``. The best point is
+    ``summary.best_point`` (the table's *best*), so what the summary marks is what the host is left on."""
+    from ansible_collections.moesweep.sweep.plugins.plugin_utils import summary
+
     if policy == "none":
         return {"action": "none", "point": None, "reason": "restore=none: the host is left as the last point left it"}
-    best, best_key = None, None
-    for rec in records:
-        if rec.get("kind") != "point" or rec.get("host") != host or rec.get("status") != PASSED:
-            continue
-        if sweep_points and rec.get("point") not in sweep_points:
-            continue
-        figs = reference_figures(rec, reference_concurrency)
-        if not figs or figs.get("output_throughput") is None:
-            continue
-        key = (figs["output_throughput"], -(figs.get("p99_ttft_ms") or 0.0))
-        if best_key is None or key > best_key:
-            best, best_key = rec, key
+    mine = [r for r in records if r.get("host") == host and (not sweep_points or r.get("point") in sweep_points)]
     has_previous = bool((previous or {}).get("unit"))
     if policy == "previous":
         if has_previous:
@@ -209,10 +201,18 @@ def choose_restore(records, host, policy, reference_concurrency, previous, sweep
                     "reason": "restore=previous: the configuration the host had before the sweep"}
         return {"action": "none", "point": None,
                 "reason": "restore=previous, but the host had no server unit before the sweep"}
+    best = summary.best_point(mine, reference_concurrency, host=host) if mine else None
     if best is not None:
+        figs = reference_figures(best, reference_concurrency) or {}
         return {"action": "point", "point": best["point"], "backend": best.get("backend"),
-                "reason": "the best point that passed: %.1f output tok/s at concurrency %d"
-                          % (best_key[0], reference_concurrency)}
+                "reason": "the best point that passed: %.1f output tok/s at concurrency %s"
+                          % (figs.get("output_throughput") or 0.0, reference_concurrency)}
+    passed = [r for r in summary.point_records(mine) if r.get("status") == PASSED]
+    if passed:
+        # a sweep without a benchmark (sglang_bench_enabled: false): the last point that passed is known-good
+        last = passed[-1]
+        return {"action": "point", "point": last["point"], "backend": last.get("backend"),
+                "reason": "the last point that passed (no benchmark figures to rank the points by)"}
     if has_previous:
         return {"action": "previous", "point": None,
                 "reason": "no point passed: putting back the configuration the host had before the sweep"}

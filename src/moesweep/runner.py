@@ -69,7 +69,8 @@ def run_playbook(
                 out.results[key] = res
             if res.get("changed"):
                 out.changed += 1
-            if kind == "runner_on_failed" and not data.get("ignore_errors"):
+            if kind == "runner_on_failed" and not data.get("ignore_errors") and out.failed_task is None:
+                # the first failure says why; later ones (a sweep's closing summary) repeat it
                 out.failed_task = data.get("task")
                 out.failed_msg = res.get("msg")
             if kind == "runner_on_unreachable":

@@ -13,7 +13,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from conftest import sweep_point
+from conftest import point_records, sweep_point
 
 from moesweep.runner import run_playbook
 
@@ -79,27 +79,40 @@ def test_preflight_refuses_trtllm_on_sm120_before_touching_the_running_server(ho
     assert out.results["readiness"]["state"] == "ready"
     before = unit(host, "MainPID")["MainPID"]
     t0 = time.monotonic()
-    run, out = sweep(host, "flashinfer_trtllm")
+    run, out = sweep(host, "flashinfer_trtllm", restore="best")
     took = time.monotonic() - t0
     assert run.rc != 0
     pre = out.results["preflight"]
     assert pre["failed"] and pre["verdict"] == "unsupported" and pre["sm"] == "sm120"
     assert "flashinfer_trtllm" in pre["msg"] and "No supported CUDA architectures" in pre["msg"]
-    assert "readiness" not in out.results
-    assert took < 10, f"preflight took {took:.1f} s"
+    record = point_records(host, "flashinfer_trtllm")[-1]
+    assert record["status"] == "refused" and record["readiness"] == {} and record["launch"]["argv"]
+    # the only readiness of that run is the restore's, which found the running server untouched and ready
+    assert out.results["readiness"]["started"] is False
+    # the refused point itself (start to record) takes seconds, not a weight load
+    assert record["seconds"] < 10 and took < 30, (record["seconds"], took)
     assert unit(host, "MainPID")["MainPID"] == before  # untouched
 
     # force=true goes ahead and crashes exactly as the simulator (and real sglang 0.5.9) predicts
-    run, out = sweep(host, "flashinfer_trtllm", force=True, sglang_server_ready_timeout=60)
+    # (then, nothing of this one-point sweep having passed, the host gets back what it ran before it)
+    run, out = sweep(host, "flashinfer_trtllm", force=True, sglang_server_ready_timeout=60, restore="best")
     assert out.results["preflight"]["forced"] is True
-    ready = out.results["readiness"]
+    record = point_records(host, "flashinfer_trtllm")[-1]
+    ready = record["readiness"]
+    assert record["status"] == "crashed" and record["cause"] == "unsupported_arch", record["readiness"]
     assert ready["state"] == "crashed" and ready["cause"] == "unsupported_arch", ready
     assert "No supported CUDA architectures found for major versions [10]" in ready["decisive_line"]
-    state = unit(host, "ActiveState", "ExecMainStatus", "Result")
-    assert state == {"ActiveState": "failed", "ExecMainStatus": "9", "Result": "signal"}
-    log = host.sh(host.names[0], "journalctl -u sglang.service -o cat -n 400 --no-pager").stdout
+    assert record["preflight"]["forced"] is True
+    restore = point_records(host, kind="restore")[-1]
+    assert restore["status"] == "passed" and restore["action"] == "previous" and "no point passed" in restore["reason"]
+    assert unit(host, "ActiveState")["ActiveState"] == "active"
+    exec_start = host.sh(host.names[0], "systemctl show sglang.service -p ExecStart --value").stdout
+    assert "--moe-runner-backend flashinfer_cutlass" in exec_start
+    log = host.sh(host.names[0], "journalctl -u sglang.service -o cat -n 2000 --no-pager").stdout
     assert "Scheduler hit an exception: Traceback (most recent call last):" in log
     assert "Received sigquit from a child process. It usually means the child failed." in log
+    # systemd saw the parent SIGKILL itself (kill_process_tree(include_parent=True)), before the restore
+    assert "Main process exited, code=killed, status=9/KILL" in log
 
 
 def test_seed_launch_line_health_sequence_and_clean_stop(host):
@@ -183,7 +196,7 @@ def test_unknown_flag_is_a_flag_error(host):
 @pytest.mark.parametrize(
     "extra,needle",
     [
-        ({"backend": "no_such_backend"}, "valid choices: auto, deep_gemm"),
+        ({"backend": "no_such_backend"}, "unknown backend 'no_such_backend'"),
         ({"sglang_server_extra_flags": {"no-such-flag": True}}, "no-such-flag"),
         ({"sglang_server_extra_flags": {"attention-backend": "warp_drive"}}, "warp_drive"),
         ({"sglang_server_backends": {"flashinfer_cutlass": {"flags": {"moe-runner-backend": "flashinfer_cutlass",

@@ -71,8 +71,7 @@ def _patch_sources(monkeypatch, lines, health_codes, show_outputs, start_rc=0):
         def __init__(self, cmd, **kw):
             calls["cmd"] = cmd
             r, w = os.pipe()
-            os.write(w, entries.encode())
-            os.close(w)
+            os.close(w)  # everything was in the history
             self.stdout = os.fdopen(r, "rb")
             self.returncode = None
 
@@ -96,6 +95,10 @@ def _patch_sources(monkeypatch, lines, health_codes, show_outputs, start_rc=0):
 
     def run_command(self, args, **kw):
         calls["run"].append(list(args))
+        if args[0].endswith("journalctl"):
+            # the history read to the end first; the follower then starts after its last cursor
+            calls["history"] = list(args)
+            return 0, entries, ""
         if args[1] == "start":
             return start_rc, "", "Failed to start sglang.service: Unit sglang.service not found." if start_rc else ""
         return 0, next(shows, show_outputs[-1]), ""
@@ -119,8 +122,11 @@ def test_module_starts_the_unit_and_reports_a_real_oom_crash(ready, monkeypatch)
     assert r["elapsed"] > 0 and r["waited"] is True and r["started"] is True and r["changed"] is True
     assert ["/usr/bin/systemctl", "start", "sglang.service"] in calls["run"]
     # only the lines of the run that was started: the journal is matched on its InvocationID
+    assert calls["history"][:2] == ["/usr/bin/journalctl", "_SYSTEMD_INVOCATION_ID=0123abcd"]
+    assert "--follow" not in calls["history"]
     assert calls["cmd"][:2] == ["/usr/bin/journalctl", "_SYSTEMD_INVOCATION_ID=0123abcd"]
-    assert "--follow" in calls["cmd"] and "--no-tail" in calls["cmd"] and "--after-cursor" not in calls["cmd"]
+    last = "c%d" % (len(corpus("oom_kv_pool_compose.log")) - 1)
+    assert "--follow" in calls["cmd"] and "--after-cursor=" + last in calls["cmd"]
     assert calls["run"][0][:3] == ["/usr/bin/systemctl", "show", "sglang.service"]
     assert "crashed (oom) during kv_cache" in r["msg"]
 
