@@ -63,7 +63,7 @@ def test_nothing_listening_names_the_port_and_the_unit_state(bench):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again when the block ends: nothing listens there
     kind, r = bench(port=port)
-    assert kind == "fail" and "nothing listens on 127.0.0.1:%d" % port in r["msg"]
+    assert kind == "fail" and f"nothing listens on 127.0.0.1:{port}" in r["msg"]
     assert "sglang_ready" in r["msg"] and "Traceback" not in r["msg"]
 
 

@@ -125,7 +125,7 @@ def test_module_starts_the_unit_and_reports_a_real_oom_crash(ready, monkeypatch)
     assert calls["history"][:2] == ["/usr/bin/journalctl", "_SYSTEMD_INVOCATION_ID=0123abcd"]
     assert "--follow" not in calls["history"]
     assert calls["cmd"][:2] == ["/usr/bin/journalctl", "_SYSTEMD_INVOCATION_ID=0123abcd"]
-    last = "c%d" % (len(corpus("oom_kv_pool_compose.log")) - 1)
+    last = f"c{len(corpus('oom_kv_pool_compose.log')) - 1}"
     assert "--follow" in calls["cmd"] and "--after-cursor=" + last in calls["cmd"]
     assert calls["run"][0][:3] == ["/usr/bin/systemctl", "show", "sglang.service"]
     assert "crashed (oom) during kv_cache" in r["msg"]

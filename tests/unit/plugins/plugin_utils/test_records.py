@@ -79,7 +79,8 @@ OK_BENCH = {"state": "ok", "levels": [{"concurrency": 8, "ok": True, "figures": 
 @pytest.mark.parametrize("stage,failed,readiness,smoke,bench,expected", [
     (None, {}, READY, {"state": "ok"}, OK_BENCH, ("passed", None)),
     ("preflight", {"verdict": "unsupported"}, {}, {}, {}, ("refused", None)),
-    ("readiness", {"state": "crashed", "cause": "oom"}, {"state": "crashed", "cause": "oom"}, {}, {}, ("crashed", "oom")),
+    ("readiness", {"state": "crashed", "cause": "oom"}, {"state": "crashed", "cause": "oom"}, {}, {},
+     ("crashed", "oom")),
     ("readiness", {}, {"state": "hang"}, {}, {}, ("hang", None)),
     ("smoke", {}, READY, {"state": "bad_output"}, {}, ("bad_output", None)),
     ("smoke", {}, READY, {"state": "server_died", "crash": {"cause": "other"}}, {}, ("crashed", "other")),
