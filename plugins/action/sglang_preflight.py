@@ -1,5 +1,6 @@
-# Copyright: moesweep developers
-# Apache License 2.0
+# -*- coding: utf-8 -*-
+# Copyright: moesweep contributors
+# Apache License 2.0 (see LICENSE)
 """Controller-side preflight: plan the launch once, validate it once, and refuse an incompatible sweep
 point before any unit is touched.
 

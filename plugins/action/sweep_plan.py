@@ -1,5 +1,6 @@
-# Copyright: moesweep developers
-# Apache License 2.0
+# -*- coding: utf-8 -*-
+# Copyright: moesweep contributors
+# Apache License 2.0 (see LICENSE)
 """Controller-side: plan a sweep on one host before any point runs. Documentation: plugins/modules/sweep_plan.py."""
 
 import os

@@ -1,5 +1,6 @@
-# Copyright: moesweep developers
-# Apache License 2.0
+# -*- coding: utf-8 -*-
+# Copyright: moesweep contributors
+# Apache License 2.0 (see LICENSE)
 """Controller-side: a sweep point's bookkeeping. Documentation: plugins/modules/sweep_record.py.
 
 It never writes a results file itself: it returns what the ``moesweep.sweep.results`` callback (the one

@@ -1,5 +1,6 @@
-# Copyright: moesweep developers
-# Apache License 2.0
+# -*- coding: utf-8 -*-
+# Copyright: moesweep contributors
+# Apache License 2.0 (see LICENSE)
 """The one writer of sweep results (docs/results.md)."""
 
 from __future__ import absolute_import, division, print_function

@@ -1,5 +1,6 @@
-# Copyright: moesweep developers
-# Apache License 2.0
+# -*- coding: utf-8 -*-
+# Copyright: moesweep contributors
+# Apache License 2.0 (see LICENSE)
 """Filters that split a mapping into its secret and public items (names like HF_TOKEN, *_API_KEY,
 *_PASSWORD), so that roles keep secrets out of what they show, plan and record. The decision is
 ``module_utils.secrets``; these only expose it to Jinja."""
