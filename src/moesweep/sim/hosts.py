@@ -624,6 +624,8 @@ def down(cluster: str | None = "default", log=print) -> list[str]:
 
 
 def _down(cluster: str | None, log) -> list[str]:
+    if cluster is not None and (not cluster.replace("-", "").replace("_", "").isalnum() or len(cluster) > 20):
+        raise SimError(f"bad cluster name {cluster!r}: letters, digits, - and _ only, at most 20")
     hosts = load_hosts()
     gone = [h for h in hosts if cluster is None or h.cluster == cluster]
     keep = [h for h in hosts if h not in gone]
