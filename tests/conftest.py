@@ -171,3 +171,33 @@ def pytest_collection_modifyitems(config, items):
             item, "fixturenames", ()
         ):
             item.add_marker(pytest.mark.hosts)
+
+
+TEST_STACK = "test-cpu-sglang-0.5.9"
+
+
+def provision(cluster: SimCluster, stack: str = TEST_STACK) -> None:
+    """site.yml on the cluster from a wheelhouse served on each host's gateway (the air-gapped path): the test
+    stack's server venv and the benchmark client venv, as a real host gets them (cached wheels)."""
+    import json
+
+    from helpers import wheelhouse
+
+    locks = REPO / "roles" / "sglang_env" / "files" / "locks"
+    root = wheelhouse.build([locks / f"{stack}.txt", locks / "client-sglang-0.5.9.txt"])
+    for host in cluster.hosts:
+        with wheelhouse.serve(root, host.gateway, 0) as url:
+            extra = {"sglang_env_stack": stack, "sglang_env_index_url": f"{url}/simple/",
+                     "sglang_env_trusted_hosts": [host.gateway]}
+            cluster.playbook(str(REPO / "site.yml"), "--limit", host.name, "-e", json.dumps(extra))
+
+
+@pytest.fixture(scope="session")
+def bench_cluster(sim_clusters) -> SimCluster:
+    """One simulated 8x RTX PRO 6000 host provisioned with site.yml (CUDA toolkit, test stack, benchmark
+    client): sweeps run their benchmarks here. Tests leave it serving a known-good point, as a sweep does."""
+    cluster = sim_clusters("bench", hosts=1)
+    probe = cluster.sh(cluster.names[0], "test -x /opt/moesweep/venvs/client/bin/python")
+    if probe.returncode != 0:
+        provision(cluster)
+    return cluster

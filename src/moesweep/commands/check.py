@@ -73,6 +73,9 @@ def register(subparsers) -> None:
         action="extend",
         help="saved nvidia-smi output (table, -q, -q -x, CSV, -L, topo -m); several are merged",
     )
+    source.add_argument("-i", "--inventory", help="check on the inventory's gpu_hosts over SSH (their facts, their "
+                        "sglang version and launch settings; nothing on the hosts changes)")
+    p.add_argument("--limit", help="host pattern (with --inventory)")
     p.add_argument("--sm", help="SM of the host: 120, sm120 or 12.0")
     p.add_argument("--gpus", type=int, help="GPU count (1 or more)")
     p.add_argument("--interconnect", choices=smi.INTERCONNECT_VALUES, help="GPU-to-GPU interconnect")
@@ -247,7 +250,30 @@ def gather(args, overrides: dict) -> tuple[dict, dict | None]:
 # ---- the verdict -----------------------------------------------------------------------------
 
 
+def on_hosts(args) -> int:
+    """``moesweep check -i INVENTORY --backend X``: the preflight on every host (playbooks/check.yml)."""
+    from moesweep import api
+
+    try:
+        found = api.check(args.inventory, args.backend, limit=args.limit)
+    except api.MoesweepError as exc:
+        print(f"moesweep check: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.json:
+        print(json.dumps(found, indent=2, sort_keys=True, default=str))
+    refused = False
+    for host, res in sorted(found.items()):
+        refused = refused or bool(res.get("failed"))
+        if not args.json:
+            print(f"{host}: {res.get('msg')}")
+            for warning in res.get("preflight_warnings") or []:
+                print(f"  warning: {warning}")
+    return 1 if refused else 0
+
+
 def run(args) -> int:
+    if getattr(args, "inventory", None):
+        return on_hosts(args)
     try:
         kb = load_kb(args.kb)
         overrides = check_arguments(args, kb)

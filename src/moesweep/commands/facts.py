@@ -55,15 +55,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument(
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument(
         "--from-file",
         dest="files",
         metavar="FILE",
         nargs="+",
         action="extend",
-        required=True,
         help="saved nvidia-smi output; several are merged (repeatable; - for stdin)",
     )
+    source.add_argument("-i", "--inventory", help="gather the facts of the inventory's gpu_hosts over SSH instead")
+    p.add_argument("--limit", help="host pattern (with --inventory)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.set_defaults(func=run)
 
@@ -167,7 +169,33 @@ def human(facts: dict, sources: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def from_hosts(args) -> int:
+    """``moesweep facts -i INVENTORY``: gpu_facts on every host (playbooks/facts.yml, nothing changes)."""
+    from moesweep import api
+
+    try:
+        found = api.gather_facts(args.inventory, limit=args.limit)
+    except api.MoesweepError as exc:
+        print(f"moesweep facts: {exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    if args.json:
+        print(json.dumps(found, indent=2, sort_keys=True, default=str))
+        return EXIT_OK
+    for host, facts in sorted(found.items()):
+        if facts.get("failed"):
+            print(f"{host}: gpu_facts failed: {facts.get('msg')}")
+            continue
+        virt = (facts.get("virtualization") or {}).get("kind")
+        toolkit = (facts.get("cuda_toolkit") or {}).get("release")
+        print(f"{host}: {facts.get('gpu_count')}x {', '.join(facts.get('gpu_models') or [])} ({facts.get('sm')}), "
+              f"driver {facts.get('driver_version')}, interconnect {facts.get('interconnect')}, "
+              f"virtualization {virt}, CUDA toolkit {toolkit}")
+    return EXIT_OK
+
+
 def run(args) -> int:
+    if getattr(args, "inventory", None):
+        return from_hosts(args)
     try:
         facts, sources = load(args.files)
     except UnreadableInput as exc:

@@ -1,172 +1,257 @@
-"""``moesweep sweep``: run playbooks/sweep.yml once per backend through ansible-runner, record every
-point (a refused or crashed point is a result too), print a comparison, and leave the server on a
-known-good backend."""
+"""``moesweep sweep``: run sweep.yml through the Python API (one code path with ``ansible-playbook
+sweep.yml``), show progress live, print the comparison table.
+
+Exit status:
+  0  every point passed and the host was left on a known-good configuration
+  1  the sweep ran, but some points did not pass (each is recorded with its cause)
+  2  the sweep could not run at all (bad input, no host, ansible missing): nothing was changed
+  3  the points are recorded, but leaving the host on a known-good configuration failed
+  130 interrupted (Ctrl-C): the running point is recorded ``interrupted``
+"""
 
 from __future__ import annotations
 
-import datetime as dt
+import argparse
 import json
-import subprocess
 import sys
+import time
 from pathlib import Path
 
-from moesweep import __version__
-from moesweep._collection import REPO_ROOT
-from moesweep.util import atomic_write_text
-
-SCHEMA = "moesweep.point/1"
+EXIT_OK, EXIT_POINTS_FAILED, EXIT_CANNOT_RUN, EXIT_RESTORE_FAILED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 def register(sub) -> None:
-    p = sub.add_parser("sweep", help="run one sweep point per backend and compare them")
-    p.add_argument("--backends", required=True, help="comma-separated backends, in order of preference")
-    p.add_argument("-i", "--inventory", default=None, help="inventory (default: ansible.cfg's, inventory/sim.yml)")
+    p = sub.add_parser(
+        "sweep",
+        help="sweep MoE runner backends on GPU hosts (sweep.yml through ansible-runner)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--backends", action="append", default=[], metavar="A,B,C",
+                   help="backends in order (comma separated, or 'compatible': every backend the preflight accepts)")
+    p.add_argument("-i", "--inventory", default=None,
+                   help="inventory (default: ansible.cfg's, inventory/sim.yml for the simulated host)")
     p.add_argument("--limit", default=None, help="host pattern")
     p.add_argument("--results", type=Path, default=Path("results"), help="results directory (default ./results)")
-    p.add_argument("-e", "--extra-var", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra variable for every point (repeatable)")
-    p.add_argument("--no-restore", action="store_true",
-                   help="do not return the server to the best ready backend at the end")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--sweep-id", default=None, help="the sweep's id (default: stable for the same points and hosts)")
+    p.add_argument("--new", action="store_true", help="refuse an existing --sweep-id instead of resuming it")
+    p.add_argument("--rerun", action="store_true", help="run points that already passed with the same configuration")
+    p.add_argument("--restore", choices=("best", "previous", "none"), default="best",
+                   help="what to leave the host on at the end (default: the best point that passed)")
+    p.add_argument("-e", "--extra-var", action="append", default=[], metavar="KEY=VALUE|@FILE",
+                   help="extra variable for every point, as ansible-playbook -e (repeatable; @FILE reads a YAML/JSON "
+                        "vars file, the way to pass secrets such as sglang_server_hf_token)")
+    p.add_argument("--vault-password-file", default=None, help="password file for vaulted vars files")
+    p.add_argument("--json", action="store_true", help="print the result as JSON (no live display)")
+    p.add_argument("--no-progress", action="store_true", help="no live display, one line per event")
     p.set_defaults(func=run)
 
 
-def _git_commit() -> str | None:
-    try:
-        return subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], text=True,
-                              capture_output=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
+class BadInput(ValueError):
+    pass
 
 
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
-def point_status(outcome) -> str:
-    if outcome.unreachable:
-        return "unreachable"
-    pre = outcome.results.get("preflight") or {}
-    ready = outcome.results.get("readiness") or {}
-    if pre.get("failed") and not pre.get("forced"):
-        return "refused"
-    if ready.get("state"):
-        return ready["state"]
-    return "failed" if outcome.failed_task else "unknown"
-
-
-def _summarise(backend: str, outcome, run, run_id: str, started: str, extravars: dict) -> dict:
-    pre = outcome.results.get("preflight") or {}
-    ready = outcome.results.get("readiness") or {}
-    facts = (outcome.results.get("gpu_facts") or {}).get("ansible_facts", {}).get("moesweep_gpu", {})
-    return {
-        "schema": SCHEMA,
-        "run_id": run_id,
-        "host": outcome.host,
-        "backend": backend,
-        "status": point_status(outcome),
-        "started": started,
-        "finished": _now(),
-        "seconds": round(run.seconds, 2),
-        "preflight": {k: pre.get(k) for k in ("verdict", "msg", "reasons", "alternatives", "preflight_warnings",
-                                               "advice", "forced", "effective_backend", "sm") if k in pre},
-        "readiness": {k: ready.get(k) for k in ("state", "cause", "phase", "after_ready", "decisive_line",
-                                                 "traceback", "timeline", "elapsed", "unit_state",
-                                                 "health_sequence") if k in ready},
-        "gpu": {k: facts.get(k) for k in ("sm", "gpu_count", "gpu_models", "interconnect", "virtualization",
-                                          "driver_version", "cuda_toolkit") if k in facts},
-        "failed_task": outcome.failed_task,
-        "failed_msg": outcome.failed_msg,
-        "provenance": {
-            "moesweep": __version__,
-            "git_commit": _git_commit(),
-            "extravars": extravars,
-            "ansible_rc": run.rc,
-            "artifacts": run.artifact_dir,
-        },
-    }
-
-
-def _detail(point: dict) -> str:
-    """One line saying why a point ended as it did."""
-    ready, pre = point["readiness"], point["preflight"]
-    if point["status"] == "refused":
-        reasons = [r for r in pre.get("reasons") or [] if r.get("status") == "unsupported"]
-        return (reasons[0].get("reason") if reasons else (pre.get("msg") or "").splitlines()[0])[:200]
-    if ready.get("state") == "ready":
-        warn = pre.get("preflight_warnings") or []
-        return f"ready in {ready.get('elapsed')} s" + (f" (caveat: {warn[0][:120]})" if warn else "")
-    if ready.get("state"):
-        line = (ready.get("decisive_line") or "")[:160]
-        return f"{ready.get('cause') or ready['state']} in {ready.get('phase')}: {line}"
-    return (point.get("failed_msg") or "").splitlines()[0][:200] if point.get("failed_msg") else ""
-
-
-def _parse_extra(pairs: list[str]) -> dict:
-    out = {}
+def parse_extra(pairs: list[str]) -> tuple[dict, list[str]]:
+    """-e KEY=VALUE (values read as JSON when they parse, as ansible does for simple types) and -e @FILE."""
+    out, files = {}, []
     for pair in pairs:
+        if pair.startswith("@"):
+            if not Path(pair[1:]).is_file():
+                raise BadInput(f"-e {pair}: no such file; give the path of a YAML or JSON vars file")
+            files.append(pair[1:])
+            continue
         if "=" not in pair:
-            raise SystemExit(f"moesweep sweep: error: -e {pair!r}: use KEY=VALUE")
-        k, v = pair.split("=", 1)
+            raise BadInput(f"-e {pair!r}: use KEY=VALUE (or @FILE)")
+        key, value = pair.split("=", 1)
+        if not key.isidentifier():
+            raise BadInput(f"-e {pair!r}: {key!r} is not a variable name")
         try:
-            out[k] = json.loads(v)
+            out[key] = json.loads(value)
         except json.JSONDecodeError:
-            out[k] = v
-    return out
+            out[key] = value
+    return out, files
+
+
+def parse_backends(values: list[str]) -> list[str] | str:
+    if not values:
+        raise BadInput("--backends is required, e.g. --backends flashinfer_cutlass,triton (or compatible)")
+    if len(values) > 1:
+        raise BadInput(f"--backends given {len(values)} times ({', '.join(values)}): give it once, with every "
+                       "backend comma separated")
+    if values[0].strip() == "compatible":
+        return "compatible"
+    backends = [b.strip() for b in values[0].split(",") if b.strip()]
+    if not backends:
+        raise BadInput("--backends is empty; e.g. --backends flashinfer_cutlass,triton")
+    if len(set(backends)) != len(backends):
+        raise BadInput("--backends lists a backend twice")
+    return backends
+
+
+class Progress:
+    """Live display of the points (rich on a terminal; one line per event otherwise)."""
+
+    def __init__(self, live: bool):
+        self.rows: dict = {}
+        self.live = None
+        self.console = None
+        if live:
+            try:
+                from rich.console import Console
+                from rich.live import Live
+
+                self.console = Console(stderr=True)
+                if self.console.is_terminal:
+                    self.live = Live(self._table(), console=self.console, refresh_per_second=4, transient=False)
+                    self.live.start()
+            except ImportError:  # pragma: no cover - rich is a runtime dependency
+                self.live = None
+
+    def _table(self):
+        from rich.table import Table
+
+        table = Table(title="moesweep sweep", expand=False)
+        for col in ("host", "point", "phase", "elapsed", "level", "status"):
+            table.add_column(col)
+        now = time.time()
+        for (host, point), row in self.rows.items():
+            end = row.get("end") or now
+            table.add_row(host or "", point or "", row.get("phase") or "", "%.0f s" % (end - row["start"]),
+                          row.get("level") or "", row.get("status") or "")
+        return table
+
+    def _line(self, text):
+        print(time.strftime("%H:%M:%S ") + text, file=sys.stderr, flush=True)
+
+    def update(self, event) -> None:
+        key = (event.host, event.point)
+        if event.kind == "point_started":
+            self.rows[key] = {"start": event.at, "phase": "started"}
+            line = f"{event.host} {event.point}: started"
+        elif event.kind == "phase" and key in self.rows:
+            if self.rows[key].get("phase") == event.phase:
+                return
+            self.rows[key]["phase"] = event.phase
+            line = f"{event.host} {event.point}: {event.phase}"
+        elif event.kind == "level":
+            lv = event.detail
+            figs = lv.get("figures") or {}
+            c = lv.get("concurrency")
+            tok = figs.get("output_throughput")
+            text = f"c{c} {tok:.1f} tok/s" if lv.get("ok") and tok is not None else f"c{c} failed"
+            if key in self.rows:
+                self.rows[key]["level"] = text
+            line = f"{event.host} {event.point}: level {text}"
+        elif event.kind == "point_finished":
+            rec = event.record or {}
+            row = self.rows.setdefault(key, {"start": event.at})
+            row.update(end=event.at, phase="done", status=rec.get("status") + (f" ({rec['cause']})"
+                                                                                if rec.get("cause") else ""))
+            line = f"{event.host} {event.point}: {row['status']}"
+        elif event.kind == "skipped":
+            self.rows[key] = {"start": event.at, "end": event.at, "phase": "done", "status": "passed before (skipped)"}
+            line = f"{event.host} {event.point}: passed before with this configuration, skipped"
+        elif event.kind == "restore":
+            rec = event.record or {}
+            line = f"{event.host} restore ({rec.get('action')}): {rec.get('status')} - {rec.get('reason')}"
+        elif event.kind == "failed":
+            if not event.point:
+                return  # the closing summary of the playbook; the table below says the same
+            line = f"{event.host} {event.point}: task failed: {event.detail.get('task')}"
+        else:
+            return
+        if self.live:
+            self.live.update(self._table())
+        else:
+            self._line(line)
+
+    def stop(self):
+        if self.live:
+            self.live.update(self._table())
+            self.live.stop()
 
 
 def run(args) -> int:
-    from moesweep.runner import run_playbook
+    from moesweep import api
 
-    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    if not backends:
-        print("moesweep sweep: error: --backends is empty; e.g. --backends flashinfer_cutlass,triton",
-              file=sys.stderr)
-        return 2
-    if len(set(backends)) != len(backends):
-        print("moesweep sweep: error: --backends lists a backend twice", file=sys.stderr)
-        return 2
-    extra = _parse_extra(args.extra_var)
-    run_id = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    out_dir = args.results / run_id
-    out_dir.mkdir(parents=True, exist_ok=True)
-    table = []
-    for backend in backends:
-        started = _now()
-        print(f"== {backend}: running playbooks/sweep.yml", file=sys.stderr, flush=True)
-        run = run_playbook("playbooks/sweep.yml", extravars={**extra, "backend": backend},
-                           inventory=args.inventory, limit=args.limit, ident=f"{run_id}-{backend}")
-        if not run.hosts:
-            print(f"   no host answered (ansible rc {run.rc}); see {run.artifact_dir}", file=sys.stderr)
-        for host, outcome in sorted(run.hosts.items()):
-            point = _summarise(backend, outcome, run, run_id, started, {**extra, "backend": backend})
-            path = out_dir / host / f"{backend}.json"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(path, json.dumps(point, indent=2, sort_keys=True, default=str) + "\n")
-            table.append(point)
-            print(f"   {host}: {point['status']}: {_detail(point)}", file=sys.stderr, flush=True)
-    restored = None
-    if not args.no_restore and table:
-        ready = [p["backend"] for p in table if p["status"] == "ready"]
-        last = table[-1]["backend"]
-        if ready and (ready[0] != last or table[-1]["status"] != "ready"):
-            restored = ready[0]
-            print(f"== leaving the server on known-good backend {restored}", file=sys.stderr, flush=True)
-            run_playbook("playbooks/sweep.yml", extravars={**extra, "backend": restored},
-                         inventory=args.inventory, limit=args.limit, ident=f"{run_id}-restore-{restored}")
-        elif ready:
-            restored = last
-    summary = {"run_id": run_id, "results": str(out_dir), "restored_backend": restored,
-               "points": [{k: p[k] for k in ("host", "backend", "status", "seconds")} |
-                          {"cause": p["readiness"].get("cause"), "verdict": p["preflight"].get("verdict")}
-                          for p in table]}
-    atomic_write_text(out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
-    if args.json:
-        print(json.dumps(summary, indent=2))
+    try:
+        backends = parse_backends(args.backends)
+        extra, files = parse_extra(args.extra_var)
+        for clash in ("backend", "backends"):
+            if clash in extra:
+                raise BadInput(f"-e {clash}=... beside --backends: give the backends with --backends only")
+        if args.results.exists() and not args.results.is_dir():
+            raise BadInput(f"--results {args.results} is a file: give a directory")
+    except BadInput as exc:
+        print(f"moesweep sweep: error: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    progress = Progress(live=not args.json and not args.no_progress)
+    failures: list = []
+    result = None
+
+    def body(stop_after_step, cancel):
+        nonlocal result
+        for event in api.iter_sweep(args.inventory, backends, results_dir=args.results, sweep_id=args.sweep_id,
+                                    resume=not args.new, rerun=args.rerun, limit=args.limit, restore=args.restore,
+                                    extra_vars_files=files, vault_password_file=args.vault_password_file,
+                                    stop_after_step=stop_after_step, cancel=cancel, **extra):
+            if event.kind == "failed":
+                failures.append(event)
+            if event.kind == "done":
+                result = event.detail["result"]
+            else:
+                progress.update(event)
+
+    try:
+        api.interrupt_safe(body)
+    except api.MoesweepError as exc:
+        progress.stop()
+        print(f"moesweep sweep: error: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    finally:
+        progress.stop()
+    return report(args, result, failures)
+
+
+def report(args, result, failures) -> int:
+    from ansible_collections.moesweep.sweep.plugins.plugin_utils import summary
+
+    if result is None or (result.directory is None and not result.points):
+        why = next((f.detail.get("msg") for f in failures if f.detail.get("msg")), None)
+        print("moesweep sweep: error: the sweep could not run: %s" % (
+            why or "no host answered (check the inventory's gpu_hosts group and --limit)"), file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    points = [p for p in result.points]
+    restore_failed = any(r.status != "passed" for r in result.restores)
+    if result.interrupted or result.status == "canceled":
+        code = EXIT_INTERRUPTED
+    elif restore_failed:
+        code = EXIT_RESTORE_FAILED
+    elif any(not p.passed for p in points):
+        code = EXIT_POINTS_FAILED
+    elif not points:
+        code = EXIT_CANNOT_RUN
     else:
-        print(f"{'host':<14} {'backend':<22} {'status':<12} {'preflight':<12} {'cause':<16} seconds")
-        for p in summary["points"]:
-            print(f"{p['host']:<14} {p['backend']:<22} {p['status']:<12} {str(p['verdict']):<12} "
-                  f"{str(p['cause'] or ''):<16} {p['seconds']}")
-        print(f"results: {out_dir}" + (f"; server left on {restored}" if restored else ""))
-    return 0 if any(p["status"] == "ready" for p in table) else 1
+        code = EXIT_OK
+    if args.json:
+        print(json.dumps({"sweep_id": result.sweep_id, "results": str(result.directory), "exit": code,
+                          "interrupted": result.interrupted,
+                          "points": [{"host": p.host, "point": p.point, "backend": p.backend, "status": p.status,
+                                      "cause": p.cause, "simulated": p.simulated,
+                                      "levels": [{"concurrency": lv.concurrency, "ok": lv.ok,
+                                                  "output_throughput": lv.figures.get("output_throughput")
+                                                  if lv.ok else None} for lv in p.levels]} for p in points],
+                          "restores": [{"host": r.host, "action": r.action, "point": r.point, "status": r.status,
+                                        "reason": r.reason} for r in result.restores]}, indent=1, default=str))
+        return code
+    recs = [p.record for p in points] + [r.record for r in result.restores]
+    if recs:
+        print(summary.render_text(summary.summary_rows(recs)))
+    for r in result.restores:
+        print(f"{r.host}: left on {r.point or r.action} ({r.status}): {r.reason}")
+    print(f"results: {result.directory}")
+    if code == EXIT_RESTORE_FAILED:
+        print("moesweep sweep: the host is NOT on a known-good configuration: see the restore record", file=sys.stderr)
+    if code == EXIT_INTERRUPTED:
+        print("moesweep sweep: interrupted; run the same command again to complete the sweep", file=sys.stderr)
+    return code

@@ -1,46 +1,89 @@
-"""moesweep sweep: how a point's outcome becomes its recorded status (no hosts needed)."""
+"""moesweep sweep: bad input refused before anything runs (exit 2, no traceback), and the exit status told from
+the records (0 all passed, 1 some points failed, 3 the restore failed, 130 interrupted)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from types import SimpleNamespace
+
 import pytest
 
-from moesweep.cli import main
+from moesweep import api
+from moesweep.cli import build_parser, main
 from moesweep.commands import sweep
-from moesweep.runner import HostOutcome
 
 
-@pytest.mark.parametrize(
-    "results,failed_task,unreachable,status",
-    [
-        ({"preflight": {"failed": True, "verdict": "unsupported"}}, "Refuse a backend", False, "refused"),
-        ({"preflight": {"failed": True, "forced": True}, "readiness": {"state": "crashed"}}, "Wait", False, "crashed"),
-        ({"preflight": {"verdict": "caveat"}, "readiness": {"state": "ready"}}, None, False, "ready"),
-        ({"readiness": {"state": "hang"}}, "Wait", False, "hang"),
-        ({}, "Render the systemd unit", False, "failed"),
-        ({}, None, True, "unreachable"),
-    ],
-)
-def test_point_status(results, failed_task, unreachable, status):
-    out = HostOutcome("h", results=results, failed_task=failed_task, unreachable=unreachable)
-    assert sweep.point_status(out) == status
+@pytest.mark.parametrize("argv,needle", [
+    (["--backends", ","], "--backends is empty"),
+    (["--backends", "triton,triton"], "twice"),
+    (["--backends", "triton", "--backends", "flashinfer_cutlass"], "given 2 times"),
+    ([], "--backends is required"),
+    (["--backends", "triton", "-e", "novalue"], "use KEY=VALUE"),
+    (["--backends", "triton", "-e", "backend=x"], "beside --backends"),
+    (["--backends", "triton", "-e", "@/no/such/vars.yml"], "no such file"),
+    (["--backends", "triton", "-i", "/no/such/inventory.yml"], "inventory /no/such/inventory.yml does not exist"),
+])
+def test_bad_input(argv, needle, capsys, tmp_path):
+    assert main(["sweep", "--results", str(tmp_path), "--no-progress", *argv]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
 
 
-def test_detail_names_the_refusal_reason():
-    point = {"status": "refused", "readiness": {}, "failed_msg": None,
-             "preflight": {"reasons": [{"status": "unsupported", "reason": "trtllm kernels are SM100-only"}]}}
-    assert sweep._detail(point) == "trtllm kernels are SM100-only"
-    crashed = {"status": "crashed", "preflight": {}, "failed_msg": None,
-               "readiness": {"state": "crashed", "cause": "oom", "phase": "kv_cache",
-                             "decisive_line": "Not enough memory"}}
-    assert sweep._detail(crashed) == "oom in kv_cache: Not enough memory"
+def test_results_path_that_is_a_file(capsys, tmp_path):
+    f = tmp_path / "results"
+    f.write_text("")
+    assert main(["sweep", "--backends", "triton", "--results", str(f)]) == 2
+    assert "is a file" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("backends,needle", [(",", "--backends is empty"), ("triton,triton", "twice")])
-def test_bad_backends(backends, needle, capsys, tmp_path):
-    assert main(["sweep", "--backends", backends, "--results", str(tmp_path)]) == 2
-    assert needle in capsys.readouterr().err
+def test_an_existing_sweep_id_is_refused_unless_resuming(tmp_path):
+    (tmp_path / "s1").mkdir()
+    with pytest.raises(api.MoesweepError, match="already exists"):
+        list(api.iter_sweep(None, ["triton"], results_dir=tmp_path, sweep_id="s1", resume=False))
 
 
-def test_bad_extra_var(tmp_path):
-    with pytest.raises(SystemExit, match="use KEY=VALUE"):
-        main(["sweep", "--backends", "triton", "-e", "novalue", "--results", str(tmp_path)])
+def test_missing_ansible_playbook_is_named(monkeypatch):
+    monkeypatch.setattr(api.shutil, "which", lambda name: None)
+    monkeypatch.setattr(api.os.path, "exists", lambda p: False)
+    with pytest.raises(api.MoesweepError, match="ansible-playbook is not installed"):
+        api._ansible_playbook_present()
+
+
+def point(status, cause=None):
+    rec = {"kind": "point", "host": "h", "point": "p-" + status, "status": status, "cause": cause}
+    return api.PointResult.from_record(rec)
+
+
+def restore(status):
+    return api.RestoreResult.from_record({"kind": "restore", "host": "h", "action": "point", "point": "p",
+                                          "status": status, "reason": "r"})
+
+
+ARGS = SimpleNamespace(json=True)
+
+
+@pytest.mark.parametrize("points,restores,interrupted,code", [
+    ([point("passed")], [restore("passed")], False, 0),
+    ([point("passed"), point("crashed", "oom")], [restore("passed")], False, 1),
+    ([point("passed")], [restore("failed")], False, 3),
+    ([point("interrupted")], [restore("passed")], True, 130),
+])
+def test_exit_codes(points, restores, interrupted, code, capsys):
+    result = api.SweepResult("s", Path("/r/s"), points, restores, interrupted=interrupted, status="failed")
+    assert sweep.report(ARGS, result, []) == code
+    assert f'"exit": {code}' in capsys.readouterr().out
+
+
+def test_could_not_run_names_the_reason(capsys):
+    failed = api.Event("failed", host="h", detail={"msg": "sweep refused before any point ran: x"})
+    assert sweep.report(ARGS, None, [failed]) == 2
+    assert "sweep refused before any point ran: x" in capsys.readouterr().err
+
+
+def test_help_documents_the_exit_codes(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["sweep", "--help"])
+    out = capsys.readouterr().out
+    for code in ("0  every point passed", "1  the sweep ran", "2  the sweep could not run", "3  the points",
+                 "130 interrupted"):
+        assert code in out

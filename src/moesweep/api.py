@@ -1,0 +1,508 @@
+"""moesweep's Python API: sweeps as typed results, driven through ansible-runner.
+
+Every function runs the collection's playbooks with ansible-runner (``project_dir`` = the repository
+root, so its ``ansible.cfg`` applies and the ``moesweep.sweep.results`` callback records every point;
+``private_data_dir`` outside the source tree, 0700, removed afterwards unless asked to keep it; one
+``ident`` per run). Results are built from the records the callback writes (``points.jsonl``), never from
+the playbook's text output. See docs/api.md.
+
+    import moesweep
+    result = moesweep.sweep("inventory/mine.yml", ["flashinfer_cutlass", "triton"])
+    for point in result.points:
+        print(point.host, point.point, point.status, point.output_throughput(64))
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import moesweep._collection  # noqa: F401  (puts the in-repo collection on sys.path)
+
+# isort: split
+from ansible_collections.moesweep.sweep.plugins.module_utils import secrets
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import records as _records
+
+from moesweep._collection import REPO_ROOT
+
+SWEEP_PLAYBOOK = "sweep.yml"
+SITE_PLAYBOOK = "site.yml"
+FACTS_PLAYBOOK = "playbooks/facts.yml"
+CHECK_PLAYBOOK = "playbooks/check.yml"
+
+
+class MoesweepError(RuntimeError):
+    """The sweep could not run at all (bad input, no host, ansible missing): the message names the fix."""
+
+
+# ------------------------------------------------------------------------------------------------ results
+
+
+@dataclass
+class Level:
+    """One benchmark level of a point (bench_serving's figures, telemetry summary, diagnosis)."""
+
+    concurrency: int
+    ok: bool
+    figures: dict
+    errors: list
+    diagnosis: dict | None
+    telemetry: dict | None
+    joules_per_token: float | None
+
+    @classmethod
+    def from_record(cls, level: dict) -> Level:
+        return cls(concurrency=level.get("concurrency"), ok=bool(level.get("ok")), figures=level.get("figures") or {},
+                   errors=level.get("errors") or [], diagnosis=level.get("diagnosis"),
+                   telemetry=level.get("telemetry"), joules_per_token=level.get("joules_per_token"))
+
+
+@dataclass
+class PointResult:
+    """One recorded sweep point (docs/results.md); ``record`` is the record as written."""
+
+    sweep_id: str
+    host: str
+    point: str
+    backend: str | None
+    status: str
+    cause: str | None
+    simulated: bool
+    config_hash: str | None
+    started: str | None
+    finished: str | None
+    seconds: float | None
+    levels: list[Level]
+    decisive_line: str | None
+    record: dict = field(repr=False)
+
+    @property
+    def passed(self) -> bool:
+        return self.status == _records.PASSED
+
+    def level(self, concurrency: int) -> Level | None:
+        return next((lv for lv in self.levels if lv.concurrency == concurrency), None)
+
+    def output_throughput(self, concurrency: int) -> float | None:
+        """Output tok/s at that level, or None when the level failed or did not run (never a failed figure)."""
+        lv = self.level(concurrency)
+        return lv.figures.get("output_throughput") if lv and lv.ok else None
+
+    @classmethod
+    def from_record(cls, rec: dict) -> PointResult:
+        readiness = rec.get("readiness") or {}
+        return cls(sweep_id=rec.get("sweep_id"), host=rec.get("host"), point=rec.get("point"),
+                   backend=rec.get("backend"), status=rec.get("status"), cause=rec.get("cause"),
+                   simulated=bool(rec.get("simulated")), config_hash=rec.get("config_hash"),
+                   started=rec.get("started"), finished=rec.get("finished"), seconds=rec.get("seconds"),
+                   levels=[Level.from_record(lv) for lv in ((rec.get("benchmark") or {}).get("levels") or [])],
+                   decisive_line=readiness.get("decisive_line") or rec.get("failed_msg"), record=rec)
+
+
+@dataclass
+class RestoreResult:
+    host: str
+    action: str
+    point: str | None
+    status: str
+    reason: str | None
+    record: dict = field(repr=False)
+
+    @classmethod
+    def from_record(cls, rec: dict) -> RestoreResult:
+        return cls(host=rec.get("host"), action=rec.get("action"), point=rec.get("point"), status=rec.get("status"),
+                   reason=rec.get("reason"), record=rec)
+
+
+@dataclass
+class SweepResult:
+    """A sweep's points (the latest record of each) and restore steps, from ``points.jsonl``."""
+
+    sweep_id: str | None
+    directory: Path | None
+    points: list[PointResult]
+    restores: list[RestoreResult]
+    rc: int | None = None
+    status: str | None = None
+    interrupted: bool = False
+    runner_dir: str | None = None
+
+    @property
+    def passed(self) -> list[PointResult]:
+        return [p for p in self.points if p.passed]
+
+    @property
+    def failed(self) -> list[PointResult]:
+        return [p for p in self.points if not p.passed]
+
+    def best(self, concurrency: int, host: str | None = None) -> PointResult | None:
+        from ansible_collections.moesweep.sweep.plugins.plugin_utils import summary
+
+        rec = summary.best_point([p.record for p in self.points], concurrency, host=host)
+        return PointResult.from_record(rec) if rec else None
+
+    def to_dataframe(self):
+        """One row per point and level (pandas, an optional extra: pip install 'moesweep[dataframe]')."""
+        try:
+            import pandas as pd
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise MoesweepError("to_dataframe needs pandas: pip install 'moesweep[dataframe]'") from exc
+        rows = []
+        for p in self.points:
+            base = {"sweep_id": p.sweep_id, "host": p.host, "point": p.point, "backend": p.backend,
+                    "status": p.status, "cause": p.cause, "simulated": p.simulated}
+            for lv in p.levels or [None]:
+                row = dict(base)
+                if lv is not None:
+                    row.update(concurrency=lv.concurrency, level_ok=lv.ok, **{
+                        k: lv.figures.get(k) for k in ("output_throughput", "total_throughput", "median_ttft_ms",
+                                                       "p99_ttft_ms", "median_itl_ms", "p99_itl_ms")})
+                    row["diagnosis"] = (lv.diagnosis or {}).get("verdict")
+                rows.append(row)
+        return pd.DataFrame(rows)
+
+
+def load_results(path: str | os.PathLike) -> SweepResult:
+    """A sweep's results from its directory (``results/<sweep_id>``) or its ``points.jsonl``."""
+    path = Path(path)
+    points_file = path / _records.POINTS_FILE if path.is_dir() else path
+    if not points_file.is_file():
+        raise MoesweepError(f"no {_records.POINTS_FILE} in {path}: give a sweep's results directory "
+                            "(results/<sweep_id>) or its points.jsonl")
+    recs = _records.read_points(str(points_file))
+    latest: dict = {}
+    restores = []
+    for rec in recs:
+        if rec.get("kind") == "restore":
+            restores.append(RestoreResult.from_record(rec))
+        elif rec.get("kind") == "point":
+            latest[(rec.get("host"), rec.get("point"))] = rec
+    sweep_id = next((r.get("sweep_id") for r in recs if r.get("sweep_id")), None)
+    return SweepResult(sweep_id=sweep_id, directory=points_file.parent,
+                       points=[PointResult.from_record(r) for r in latest.values()], restores=restores)
+
+
+# ------------------------------------------------------------------------------------------------ events
+
+
+@dataclass
+class Event:
+    """Progress of a run, in order: ``plan`` (the sweep's points), ``point_started``, ``phase`` (a task of the
+    point began), ``level`` (a benchmark level finished), ``point_finished`` (with its record), ``skipped``
+    (resumed: the point passed before), ``restore``, ``failed`` (a task failed), ``done``."""
+
+    kind: str
+    host: str | None = None
+    point: str | None = None
+    phase: str | None = None
+    record: dict | None = None
+    detail: dict = field(default_factory=dict)
+    at: float = field(default_factory=time.time)
+
+
+# Task names of a point (playbooks/tasks/sweep_point.yml) -> the phase they start.
+PHASES = (
+    ("Plan the launch and check it", "preflight"),
+    ("Skip a point that already passed", "resume"),
+    ("Render the environment file", "configure"),
+    ("Render the systemd unit", "configure"),
+    ("Stop the old server", "restart"),
+    ("Wait until no process holds a GPU", "restart"),
+    ("Start the server and wait", "readiness"),
+    ("Judge the running server", "readiness"),
+    ("Check what the server generates", "smoke"),
+    ("Benchmark with sglang's bench_serving", "benchmark"),
+    ("Record the point", "record"),
+    ("Record the failed point", "record"),
+    ("Choose the configuration to leave the host on", "restore"),
+)
+
+
+def phase_of(task_name: str) -> str | None:
+    for prefix, phase in PHASES:
+        if (task_name or "").startswith(prefix):
+            return phase
+    return None
+
+
+def events_from_runner(event: dict, state: dict) -> list[Event]:
+    """Translate one ansible-runner event into moesweep events (``state`` carries the current point per host)."""
+    kind = event.get("event")
+    data = event.get("event_data") or {}
+    host = data.get("host") or data.get("remote_addr")
+    res = data.get("res") or {}
+    out = []
+    if kind == "runner_on_start":
+        phase = phase_of(data.get("task") or "")
+        if phase and host in state:
+            out.append(Event("phase", host=host, point=state[host], phase=phase, detail={"task": data.get("task")}))
+    elif kind == "runner_on_ok":
+        ev = res.get("moesweep_event")
+        if "moesweep_sweep" in res and ev is None and res.get("ansible_facts", {}).get("moesweep_sweep"):
+            out.append(Event("plan", host=host, detail=res["moesweep_sweep"]))
+        elif ev == "point_started":
+            state[host] = res.get("point")
+            out.append(Event("point_started", host=host, point=res.get("point")))
+        elif ev == "resume" and res.get("skip"):
+            out.append(Event("skipped", host=host, point=res.get("point"), detail={"msg": res.get("msg")}))
+        elif ev == "record":
+            rec = res.get("moesweep_record") or {}
+            if rec.get("kind") == "restore":
+                out.append(Event("restore", host=host, point=rec.get("point"), record=rec))
+            else:
+                out.append(Event("point_finished", host=host, point=rec.get("point"), record=rec))
+                state.pop(host, None)
+        elif data.get("task_action") == "moesweep.sweep.sglang_bench":
+            for lv in res.get("levels") or []:
+                out.append(Event("level", host=host, point=state.get(host), detail=lv))
+    elif kind == "runner_on_failed" and not data.get("ignore_errors"):
+        out.append(Event("failed", host=host, point=state.get(host), detail={"task": data.get("task"),
+                                                                             "msg": res.get("msg")}))
+    elif kind == "runner_on_unreachable":
+        out.append(Event("failed", host=host, point=state.get(host), detail={"task": data.get("task"),
+                                                                             "msg": res.get("msg"),
+                                                                             "unreachable": True}))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ running
+
+
+def _ansible_playbook_present() -> None:
+    import sys
+
+    bindir = os.path.dirname(sys.executable)
+    if not (shutil.which("ansible-playbook") or os.path.exists(os.path.join(bindir, "ansible-playbook"))):
+        raise MoesweepError("ansible-playbook is not installed in this environment: install the controller "
+                            "requirements (make venv, or pip install -r requirements-controller.txt)")
+
+
+def _check_inventory(inventory) -> str | None:
+    if inventory is None:
+        return None
+    path = Path(inventory)
+    if not path.exists():
+        raise MoesweepError(f"inventory {inventory} does not exist: give the path of your inventory file "
+                            "(e.g. inventory/example-proxmox.yml copied to inventory/mine.yml)")
+    return str(path.resolve())
+
+
+@dataclass
+class Run:
+    status: str
+    rc: int
+    seconds: float
+    runner_dir: str
+    canceled: bool
+
+
+def run_playbook(playbook: str, *, inventory=None, extravars: dict | None = None, limit: str | None = None,
+                 extra_vars_files: list | None = None, vault_password_file: str | None = None,
+                 on_event: Callable[[dict], None] | None = None, cancel: Callable[[], bool] | None = None,
+                 keep_runner_dir: bool = False, ident: str | None = None, verbosity: int = 0) -> Run:
+    """Run one of the collection's playbooks with ansible-runner. Secrets stay out of every artifact: extra
+    variables with secret names travel in a 0600 vars file inside the 0700 private data dir (never on a
+    command line), and the runner's own ``command`` / ``env`` artifacts are removed with the directory."""
+    import ansible_runner
+
+    _ansible_playbook_present()
+    inv = _check_inventory(inventory)
+    pdd = tempfile.mkdtemp(prefix="moesweep-runner-")
+    os.chmod(pdd, 0o700)
+    extravars = dict(extravars or {})
+    secret_vars = {k: v for k, v in extravars.items() if secrets.is_secret_name(k)}
+    public_vars = {k: v for k, v in extravars.items() if k not in secret_vars}
+    cmdline = []
+    if inv:
+        cmdline += ["-i", inv]
+    if secret_vars:
+        path = os.path.join(pdd, "secret-vars.json")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(secret_vars, fh)
+        cmdline += ["-e", "@" + path]
+    for f in extra_vars_files or []:
+        if not Path(f).is_file():
+            raise MoesweepError(f"extra vars file {f} does not exist")
+        cmdline += ["-e", "@" + str(Path(f).resolve())]
+    if vault_password_file:
+        if not Path(vault_password_file).is_file():
+            raise MoesweepError(f"vault password file {vault_password_file} does not exist")
+        cmdline += ["--vault-password-file", str(Path(vault_password_file).resolve())]
+    envvars = {"ANSIBLE_CONFIG": str(REPO_ROOT / "ansible.cfg"), "ANSIBLE_DEPRECATION_WARNINGS": "False",
+               "ANSIBLE_NOCOLOR": "1"}
+    import sys
+
+    bindir = os.path.dirname(sys.executable)
+    if os.path.exists(os.path.join(bindir, "ansible-playbook")):
+        path = os.environ.get("PATH", "")
+        if not path.startswith(bindir + os.pathsep):
+            os.environ["PATH"] = bindir + os.pathsep + path
+
+    def handler(event):
+        if on_event:
+            on_event(event)
+        return True  # ansible-runner drops events unless the handler returns True
+
+    t0 = time.monotonic()
+    try:
+        r = ansible_runner.run(
+            private_data_dir=pdd, project_dir=str(REPO_ROOT), playbook=str(REPO_ROOT / playbook),
+            extravars=public_vars, limit=limit, ident=ident, envvars=envvars, cmdline=" ".join(
+                _quote(c) for c in cmdline) or None, event_handler=handler,
+            cancel_callback=(lambda: bool(cancel())) if cancel else None, quiet=True, suppress_env_files=True,
+            verbosity=verbosity or None)
+        return Run(status=r.status, rc=r.rc, seconds=time.monotonic() - t0, runner_dir=pdd,
+                   canceled=r.status == "canceled")
+    finally:
+        if not keep_runner_dir:
+            shutil.rmtree(pdd, ignore_errors=True)
+
+
+def _quote(word: str) -> str:
+    import shlex
+
+    return shlex.quote(str(word))
+
+
+def iter_sweep(inventory, backends, *, results_dir: str | os.PathLike = "results", sweep_id: str | None = None,
+               resume: bool = True, rerun: bool = False, limit: str | None = None, restore: str = "best",
+               extra_vars_files: list | None = None, vault_password_file: str | None = None,
+               stop_after_step: Callable[[], bool] | None = None, cancel: Callable[[], bool] | None = None,
+               **variables) -> Iterator[Event]:
+    """Run a sweep and yield its events as they happen; the last event is ``done`` with the SweepResult in
+    ``detail['result']``. ``stop_after_step()`` returning True asks the sweep to stop after the current step
+    (the point is recorded ``interrupted`` and the host restored); ``cancel()`` stops at once."""
+    if isinstance(backends, str):
+        backends = [b for b in backends.split(",") if b]
+    if backends != "compatible" and not backends:
+        raise MoesweepError("no backends: give at least one, e.g. ['flashinfer_cutlass']")
+    results_dir = Path(results_dir).resolve()
+    if results_dir.exists() and not results_dir.is_dir():
+        raise MoesweepError(f"results directory {results_dir} is a file: give a directory")
+    if sweep_id and not resume and (results_dir / sweep_id).exists():
+        raise MoesweepError(f"sweep {sweep_id} already exists in {results_dir}: choose another sweep_id, or "
+                            "resume it (resume=True / moesweep sweep --resume)")
+    extravars = {"results_dir": str(results_dir), "restore": restore, "rerun": rerun, **variables}
+    extravars["backends"] = backends
+    if sweep_id:
+        extravars["sweep_id"] = sweep_id
+    q: queue.Queue = queue.Queue()
+    state: dict = {}
+    plan: dict = {}
+    stop_file: list = []
+
+    def on_event(ev):
+        for e in events_from_runner(ev, state):
+            if e.kind == "plan":
+                plan.update(e.detail)
+                stop_file[:] = [Path(e.detail["dir"]) / _records.STOP_FILE]
+            q.put(e)
+
+    def want_cancel():
+        if stop_after_step and stop_after_step() and stop_file:
+            stop_file[0].parent.mkdir(parents=True, exist_ok=True)
+            stop_file[0].touch()
+        return bool(cancel and cancel())
+
+    box: dict = {}
+
+    def work():
+        try:
+            box["run"] = run_playbook(SWEEP_PLAYBOOK, inventory=inventory, extravars=extravars, limit=limit,
+                                      extra_vars_files=extra_vars_files, vault_password_file=vault_password_file,
+                                      on_event=on_event, cancel=want_cancel)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            box["error"] = exc
+        finally:
+            q.put(None)
+
+    thread = threading.Thread(target=work, name="moesweep-sweep", daemon=True)
+    thread.start()
+    while True:
+        e = q.get()
+        if e is None:
+            break
+        yield e
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    run = box["run"]
+    if plan.get("dir") and Path(plan["dir"], _records.POINTS_FILE).is_file():
+        result = load_results(plan["dir"])
+    else:
+        result = SweepResult(sweep_id=plan.get("sweep_id"), directory=Path(plan["dir"]) if plan.get("dir") else None,
+                             points=[], restores=[])
+    if stop_file and stop_file[0].exists():
+        stop_file[0].unlink()
+        result.interrupted = True
+    result.rc, result.status = run.rc, run.status
+    result.interrupted = result.interrupted or run.canceled
+    yield Event("done", detail={"result": result, "rc": run.rc, "status": run.status})
+
+
+def sweep(inventory, backends, **kwargs) -> SweepResult:
+    """Run a sweep and return its typed result (see iter_sweep for the arguments)."""
+    result = None
+    for event in iter_sweep(inventory, backends, **kwargs):
+        if event.kind == "done":
+            result = event.detail["result"]
+    return result
+
+
+def provision(inventory, *, limit: str | None = None, **variables) -> Run:
+    """Run site.yml: the pinned CUDA toolkit and SGLang stack on the hosts."""
+    return run_playbook(SITE_PLAYBOOK, inventory=inventory, limit=limit, extravars=variables)
+
+
+def _collect(playbook, inventory, limit, variables, action):
+    found: dict = {}
+
+    def on_event(ev):
+        data = ev.get("event_data") or {}
+        if ev.get("event") in ("runner_on_ok", "runner_on_failed") and data.get("task_action") == action:
+            found[data.get("host")] = data.get("res") or {}
+
+    run = run_playbook(playbook, inventory=inventory, limit=limit, extravars=variables, on_event=on_event)
+    return run, found
+
+
+def gather_facts(inventory, *, limit: str | None = None) -> dict:
+    """Host -> GPU facts (``moesweep.sweep.gpu_facts``)."""
+    run, found = _collect(FACTS_PLAYBOOK, inventory, limit, {}, "moesweep.sweep.gpu_facts")
+    if not found:
+        raise MoesweepError(f"no host answered (ansible rc {run.rc}): check the inventory's gpu_hosts group")
+    return {h: (r.get("ansible_facts") or {}).get("moesweep_gpu") or r for h, r in found.items()}
+
+
+def check(inventory, backend: str, *, limit: str | None = None, **variables) -> dict:
+    """Host -> the preflight's verdict for ``backend`` on that host (nothing on the host changes)."""
+    run, found = _collect(CHECK_PLAYBOOK, inventory, limit, {"backend": backend, **variables},
+                          "moesweep.sweep.sglang_preflight")
+    if not found:
+        raise MoesweepError(f"no host answered (ansible rc {run.rc}): check the inventory's gpu_hosts group")
+    return found
+
+
+def interrupt_safe(fn):
+    """Run ``fn(stop_after_step, cancel)``: a first Ctrl-C asks the sweep to stop after the current step, a
+    second one cancels at once (used by the CLI)."""
+    presses = {"n": 0}
+
+    def handler(signum, frame):
+        presses["n"] += 1
+
+    old = signal.signal(signal.SIGINT, handler)
+    try:
+        return fn(lambda: presses["n"] >= 1, lambda: presses["n"] >= 2)
+    finally:
+        signal.signal(signal.SIGINT, old)

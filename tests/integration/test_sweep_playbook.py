@@ -1,0 +1,181 @@
+"""The user's command, ``ansible-playbook sweep.yml -e backend=...`` from the repository root, end to end on a
+provisioned simulated SM120 host: benchmarked and recorded points, a 4-backend sweep (a refused point, a forced
+crash, benchmarked points, the host left on the best one), resume, a killed controller, and bad input refused
+before the first point."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO, SIM_FAST, SIM_RATES, SMALL_BENCH
+
+pytestmark = pytest.mark.hosts
+
+BACKENDS = ["flashinfer_trtllm", "flashinfer_cutedsl", "flashinfer_cutlass", "triton"]
+
+
+@pytest.fixture(scope="module")
+def settings(tmp_path_factory):
+    """The sweep settings every test of this file passes with -e @FILE: the simulator at 10x speed, small
+    benchmark levels, and this module's own results directory."""
+    results = tmp_path_factory.mktemp("results")
+    path = results / "settings.json"
+    path.write_text(json.dumps({
+        "sglang_server_extra_environment": {**SIM_FAST, **SIM_RATES}, "sglang_server_stall_timeout": 5,
+        "sglang_server_ready_timeout": 120, "results_dir": str(results), **SMALL_BENCH}))
+    return path, results
+
+
+def playbook(cluster, settings, *args, check=False):
+    path, _ = settings
+    return cluster.playbook("sweep.yml", "-e", f"@{path}", *args, check=check)
+
+
+def records(results: Path, kind="point"):
+    out = []
+    for f in sorted(results.glob("*/points.jsonl")):
+        for line in f.read_bytes().split(b"\n"):
+            if line.strip():
+                rec = json.loads(line)  # every line parses: nothing is ever torn
+                if rec["kind"] == kind:
+                    out.append(rec)
+    return out
+
+
+def active_backend(cluster) -> str:
+    line = cluster.sh(cluster.names[0], "systemctl show sglang.service -p ExecStart --value").stdout
+    return line.split("--moe-runner-backend ")[1].split()[0]
+
+
+def test_the_users_exact_command_records_one_benchmarked_point(bench_cluster, settings):
+    proc = playbook(bench_cluster, settings, "-e", "backend=flashinfer_cutedsl")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    rec = [r for r in records(settings[1]) if r["point"] == "flashinfer_cutedsl"][-1]
+    assert rec["status"] == "passed" and rec["simulated"] is True and rec["backend"] == "flashinfer_cutedsl"
+    levels = rec["benchmark"]["levels"]
+    assert [lv["concurrency"] for lv in levels] == [1, 4] and all(lv["ok"] for lv in levels)
+    for lv in levels:
+        assert lv["figures"]["output_throughput"] > 0 and lv["figures"]["completed"] == 8
+        assert lv["telemetry"]["gpus"] and lv["diagnosis"]["verdict"] == "launch_bound"
+        assert lv["command"][:3] == ["python", "-m", "sglang.bench_serving"]
+    assert rec["smoke"]["state"] == "ok" and rec["smoke"]["answers"]
+    assert rec["readiness"]["state"] == "ready" and rec["readiness"]["timeline"]
+    assert rec["launch"]["argv"] and "--moe-runner-backend" in rec["launch"]["argv"]
+    assert rec["facts"]["sm"] == "sm120" and rec["provenance"]["versions"]["sglang"] == "0.5.9"
+    assert rec["moesweep"]["git_commit"] and len(rec["config_hash"]) == 64
+    sweep_dir = next(settings[1].glob("*/points.jsonl")).parent
+    art = sweep_dir / bench_cluster.names[0] / "flashinfer_cutedsl"
+    for name in ("unit.service", "unit.env", "journal.txt", "smoke.json", "c1.result.json", "c4.telemetry.csv"):
+        assert (art / name).is_file(), name
+    assert "The server is fired up and ready to roll!" in (art / "journal.txt").read_text()
+    assert (sweep_dir / "summary.md").is_file() and "SIMULATED" in (sweep_dir / "summary.md").read_text()
+    # caveats of the preflight travel with the record (0.5.9 runs sgl-kernel's cutlass_moe_fp4 for cutedsl)
+    assert rec["preflight"]["preflight_warnings"]
+
+
+def test_four_backend_sweep_refused_benchmarked_and_left_on_the_best(bench_cluster, settings):
+    proc = playbook(bench_cluster, settings, "-e", "backends=" + ",".join(BACKENDS))
+    assert proc.returncode != 0  # one point was refused: the run says so
+    assert "1 of 4 point(s) did not pass" in " ".join(proc.stdout.split())
+    recs = {r["point"]: r for r in records(settings[1]) if r["point"] in BACKENDS}
+    assert recs["flashinfer_trtllm"]["status"] == "refused" and recs["flashinfer_trtllm"]["readiness"] == {}
+    for name in ("flashinfer_cutedsl", "flashinfer_cutlass", "triton"):
+        assert recs[name]["status"] == "passed", (name, recs[name]["failed_msg"])
+    restore = records(settings[1], "restore")[-1]
+    best = max(("flashinfer_cutedsl", "flashinfer_cutlass", "triton"),
+               key=lambda p: recs[p]["benchmark"]["levels"][-1]["figures"]["output_throughput"])
+    assert restore["status"] == "passed" and restore["action"] == "point" and restore["point"] == best
+    assert restore["readiness"]["state"] == "ready" and active_backend(bench_cluster) == best
+    assert bench_cluster.sh(bench_cluster.names[0], "systemctl is-active sglang.service").stdout.strip() == "active"
+
+    # a forced point: the crash and its cause are recorded, and the host goes back to what it ran before
+    proc = playbook(bench_cluster, settings, "-e", "backend=flashinfer_trtllm", "-e", "force=true")
+    crash = [r for r in records(settings[1]) if r["point"] == "flashinfer_trtllm"][-1]
+    assert crash["status"] == "crashed" and crash["cause"] == "unsupported_arch", crash["readiness"]
+    assert crash["preflight"]["forced"] is True
+    assert "No supported CUDA architectures" in crash["readiness"]["decisive_line"]
+    assert active_backend(bench_cluster) == best
+
+
+def test_rerunning_the_sweep_resumes_without_running_finished_points(bench_cluster, settings):
+    pid = bench_cluster.sh(bench_cluster.names[0], "systemctl show sglang.service -p MainPID --value").stdout
+    before = records(settings[1])
+    proc = playbook(bench_cluster, settings, "-e", "backends=" + ",".join(BACKENDS))
+    after = records(settings[1])
+    new = after[len(before):]
+    # only the refused point runs again (it never passed); the passed ones are skipped, nothing restarts
+    assert [r["point"] for r in new] == ["flashinfer_trtllm"], [r["point"] for r in new]
+    assert proc.stdout.count("already passed with this configuration") == 3
+    assert bench_cluster.sh(bench_cluster.names[0], "systemctl show sglang.service -p MainPID --value").stdout == pid
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["sigint", "sigkill"])
+def test_a_killed_controller_leaves_no_torn_line_and_the_next_run_completes(bench_cluster, settings, sig,
+                                                                           tmp_path):
+    path, _ = settings
+    results = tmp_path / "results"
+    slow = json.loads(path.read_text())
+    slow.update(results_dir=str(results), sglang_server_extra_environment={
+        **slow["sglang_server_extra_environment"], "MOESWEEP_SIM_TIME_SCALE": "0.5"})
+    (tmp_path / "slow.json").write_text(json.dumps(slow))
+    argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(bench_cluster.inventory), "sweep.yml",
+            "-e", f"@{tmp_path / 'slow.json'}", "-e", "backends=flashinfer_cutlass,triton"]
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not list(results.glob("*/.inflight/*__triton.json")):
+        time.sleep(0.2)
+    assert list(results.glob("*/.inflight/*__triton.json")), "the second point never started"
+    time.sleep(2)  # mid-point: the server is restarting
+    os.killpg(proc.pid, sig)
+    proc.communicate(timeout=120)
+    recs = records(results)
+    if sig == signal.SIGINT:
+        assert recs[-1]["point"] == "triton" and recs[-1]["status"] == "interrupted"
+    else:
+        assert all(r["point"] != "triton" for r in recs)  # nothing could be written at a SIGKILL
+        assert list(results.glob("*/.inflight/*__triton.json"))
+    again = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout[-3000:]
+    recs = records(results)
+    statuses = [(r["point"], r["status"]) for r in recs]
+    assert ("triton", "interrupted") in statuses and statuses[-1] == ("triton", "passed"), statuses
+    assert statuses.count(("flashinfer_cutlass", "passed")) == 1  # resumed, not run again
+    assert not list(results.glob("*/.inflight/*"))
+
+
+BAD = [
+    (["-e", "backend=triton", "-e", "backends=[flashinfer_cutlass]"], "not both"),
+    (["-e", "backends=[]"], "empty list"),
+    (["-e", "backend=flashinfer_cutlas"], "did you mean 'flashinfer_cutlass'"),
+    (["-e", "backend=triton", "-e", "reference_concurrency=32"], "reference concurrency 32 is not one of"),
+    (["-e", "backend=triton", "-e", "results_dir=/proc/version"], "is a file"),
+]
+
+
+@pytest.mark.parametrize("args,needle", BAD, ids=[b[1] for b in BAD])
+def test_bad_input_is_refused_before_the_first_point(bench_cluster, settings, args, needle):
+    before = bench_cluster.sh(bench_cluster.names[0], "systemctl show sglang.service -p MainPID,ExecStart").stdout
+    proc = playbook(bench_cluster, settings, *args)
+    words = " ".join(proc.stdout.split())
+    assert proc.returncode != 0 and needle in words, words[-2000:]
+    assert "sweep refused before any point ran" in words and "Start the point" not in proc.stdout
+    assert bench_cluster.sh(bench_cluster.names[0], "systemctl show sglang.service -p MainPID,ExecStart").stdout == before
+
+
+def test_an_inventory_without_gpu_hosts_is_refused(bench_cluster, settings, tmp_path):
+    inv = tmp_path / "inv.yml"
+    inv.write_text("all:\n  hosts:\n    somewhere:\n      ansible_host: 127.0.0.1\n")
+    from conftest import run_ansible
+
+    proc = run_ansible("ansible-playbook", "-i", str(inv), "sweep.yml", "-e", "backend=triton", check=False)
+    words = " ".join(proc.stdout.split())
+    assert proc.returncode != 0 and "No host of the group gpu_hosts is targeted" in words, words[-1500:]
