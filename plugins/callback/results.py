@@ -14,7 +14,9 @@ type: aggregate
 short_description: Write every sweep point's record, its artifacts and the summary
 description:
   - The one writer of moesweep's results. It reacts to the results of M(moesweep.sweep.sweep_plan) and
-    M(moesweep.sweep.sweep_record) tasks, the same under C(ansible-playbook), ansible-runner and C(moesweep sweep).
+    M(moesweep.sweep.sweep_record) tasks (their RV(moesweep.sweep.sweep_record#module:moesweep_event)), the same
+    under C(ansible-playbook), ansible-runner and C(moesweep sweep). Results of tasks run in check mode are
+    ignored.
   - Appends each point's record to C(<results_dir>/<sweep_id>/points.jsonl) atomically (the file is rewritten
     through a temporary file, flushed, synced and renamed, so a crash never leaves a torn line), writes the
     point's artifacts beside it, keeps an in-flight marker while a point runs, and writes C(summary.md) and
@@ -25,9 +27,9 @@ description:
   - Files are 0600 in 0700 directories.
 version_added: 0.1.0
 author:
-  - moesweep developers
+  - moesweep contributors (!UNKNOWN)
 requirements:
-  - enabled in ansible.cfg (callbacks_enabled = moesweep.sweep.results)
+  - enabled in ansible.cfg (C(callbacks_enabled = moesweep.sweep.results)) or E(ANSIBLE_CALLBACKS_ENABLED)
 options:
   show_progress:
     description: Print one line per point as it starts and ends.

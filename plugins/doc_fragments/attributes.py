@@ -1,7 +1,11 @@
 # -*- coding: utf-8 -*-
 # Copyright: moesweep contributors
-# Apache License 2.0 (see galaxy.yml)
-"""Attribute descriptions shared by the collection's modules (as community.general's ``attributes`` fragment)."""
+# Apache License 2.0 (see LICENSE)
+"""Attribute descriptions shared by the collection's modules (as ansible-core's ``action_common_attributes``
+and community.general's ``attributes`` fragments): a module states only its support level and details.
+
+Every module extends ``moesweep.sweep.attributes`` (check mode, diff mode, platform) and, as it applies,
+``.ACTION`` (an action plugin does the work on the controller), ``.IDEMPOTENT`` and ``.FACTS``."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -9,7 +13,7 @@ __metaclass__ = type
 
 
 class ModuleDocFragment(object):
-    # Every module: check mode and diff mode support.
+    # Every module: check mode, diff mode and the platforms it runs against.
     DOCUMENTATION = r"""
 options: {}
 attributes:
@@ -18,6 +22,17 @@ attributes:
   diff_mode:
     description:
       - Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
+  platform:
+    description: Target OS/families that can be operated against.
+    support: N/A
+"""
+
+    # Modules whose work happens (partly or wholly) in an action plugin on the controller.
+    ACTION = r"""
+options: {}
+attributes:
+  action:
+    description: Indicates this has a corresponding action plugin so some parts of the work happen on the controller.
 """
 
     # Modules whose effect on the target is defined by a repeat run.

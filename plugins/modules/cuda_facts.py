@@ -1,5 +1,6 @@
 #!/usr/bin/python
-# Copyright: moesweep developers
+# -*- coding: utf-8 -*-
+# Copyright: moesweep contributors
 # Apache License 2.0 (see LICENSE)
 
 DOCUMENTATION = r"""
@@ -10,14 +11,18 @@ description:
   - Runs C(nvidia-smi) for the driver version and the highest CUDA version the driver supports (the
     table header's C(Driver Version) / C(CUDA Version), from R610 C(KMD Version) / C(CUDA UMD Version)),
     lists the versioned toolkits C(<prefix>/cuda-X.Y), and runs each one's C(bin/nvcc --version).
-  - Returns them as C(ansible_facts.moesweep_cuda). With O(driver_min_cuda) it also decides whether the
+  - Returns them as RV(ansible_facts.moesweep_cuda). With O(driver_min_cuda) it also decides whether the
     driver can run that CUDA release (RV(ansible_facts.moesweep_cuda.driver_ok)).
   - A missing or failing driver is a fact (RV(ansible_facts.moesweep_cuda.driver_failure)), not a
     module failure; provisioning decides what to do about it. Use M(moesweep.sweep.gpu_facts) for the GPUs themselves.
   - Read-only; runs in check mode too.
 version_added: 0.1.0
 author:
-  - moesweep developers
+  - moesweep contributors (!UNKNOWN)
+extends_documentation_fragment:
+  - moesweep.sweep.attributes
+  - moesweep.sweep.attributes.FACTS
+  - moesweep.sweep.attributes.IDEMPOTENT
 options:
   prefix:
     description:
@@ -60,6 +65,12 @@ attributes:
     support: none
   facts:
     support: full
+  idempotent:
+    support: full
+    details: It only reads.
+  platform:
+    support: full
+    platforms: posix
 notes:
   - Sets E(LC_ALL=C) for every command so the text parsed is the C locale's.
   - Parsing is C(plugins/module_utils/nvidia_smi.py), shared with M(moesweep.sweep.gpu_facts) and the
@@ -132,11 +143,16 @@ ansible_facts:
           contains:
             version: {description: Release from the directory name., type: str, sample: "12.8"}
             home: {description: Toolkit root., type: str, sample: /usr/local/cuda-12.8}
-            nvcc: {description: Path of its executable nvcc; null when absent., type: str, sample: /usr/local/cuda-12.8/bin/nvcc}
+            nvcc:
+              description: Path of its executable nvcc; null when absent.
+              type: str
+              sample: /usr/local/cuda-12.8/bin/nvcc
             release: {description: Release nvcc reports; null when nvcc is absent or says none., type: str, sample: "12.8"}
             nvcc_version: {description: Full version nvcc reports., type: str, sample: 12.8.93}
         selected:
-          description: O(cuda_home)'s toolkit, as in RV(ansible_facts.moesweep_cuda.toolkits) plus C(output) (nvcc's text) and C(error); null without O(cuda_home).
+          description: >-
+            O(cuda_home)'s toolkit, as in RV(ansible_facts.moesweep_cuda.toolkits) plus C(output) (nvcc's text)
+            and C(error); null without O(cuda_home).
           type: dict
           sample: {home: /usr/local/cuda-12.8, nvcc: /usr/local/cuda-12.8/bin/nvcc, release: "12.8", nvcc_version: 12.8.93,
                    output: "Cuda compilation tools, release 12.8, V12.8.93", error: null}

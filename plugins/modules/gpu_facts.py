@@ -1,5 +1,6 @@
 #!/usr/bin/python
-# Copyright: moesweep developers
+# -*- coding: utf-8 -*-
+# Copyright: moesweep contributors
 # Apache License 2.0 (see LICENSE)
 
 DOCUMENTATION = r"""
@@ -9,13 +10,18 @@ short_description: Gather NVIDIA GPU, interconnect, virtualization and CUDA tool
 description:
   - Runs C(nvidia-smi) (query, C(topo -m), the plain table for the driver's CUDA version),
     C(nvcc --version) under the CUDA toolkit, and C(systemd-detect-virt) when present, and
-    returns them as C(ansible_facts.moesweep_gpu).
+    returns them as RV(ansible_facts.moesweep_gpu).
   - Read-only; supports check mode.
   - Fails when C(nvidia-smi) is absent or cannot talk to the driver, with its output attached.
-  - Mixed GPU models are reported (O(gpu_models), O(mixed_models)), never guessed away.
+  - Mixed GPU models are reported (RV(ansible_facts.moesweep_gpu.gpu_models),
+    RV(ansible_facts.moesweep_gpu.mixed_models)), never guessed away.
 version_added: 0.1.0
 author:
-  - moesweep developers
+  - moesweep contributors (!UNKNOWN)
+extends_documentation_fragment:
+  - moesweep.sweep.attributes
+  - moesweep.sweep.attributes.FACTS
+  - moesweep.sweep.attributes.IDEMPOTENT
 options:
   nvidia_smi_path:
     description:
@@ -31,7 +37,6 @@ options:
       - Also list compute processes (C(--query-compute-apps)).
     type: bool
     default: true
-extends_documentation_fragment: []
 attributes:
   check_mode:
     support: full
@@ -39,11 +44,17 @@ attributes:
     support: none
   facts:
     support: full
+  idempotent:
+    support: full
+    details: It only reads.
+  platform:
+    support: full
+    platforms: posix
 notes:
   - Sets E(LC_ALL=C) for every command so the text parsed is the C locale's.
   - Without C(systemd-detect-virt) (e.g. Firecracker VMs without systemd) the virtualization fact
     falls back on C(/run/systemd/container), PID 1's C(container=) variable, DMI vendor/product and
-    the C(hypervisor) CPU flag; O(virtualization.source) says which decided.
+    the C(hypervisor) CPU flag; C(source) in RV(ansible_facts.moesweep_gpu.virtualization) says which decided.
 seealso:
   - module: moesweep.sweep.sglang_preflight
 """

@@ -1,6 +1,7 @@
 #!/usr/bin/python
-# Copyright: moesweep developers
-# Apache License 2.0
+# -*- coding: utf-8 -*-
+# Copyright: moesweep contributors
+# Apache License 2.0 (see LICENSE)
 
 DOCUMENTATION = r"""
 ---
@@ -11,9 +12,10 @@ description:
   - Part of the server restart protocol. After the old SGLang server was stopped, waits (bounded)
     until C(nvidia-smi --query-compute-apps) lists no process on any GPU (or none of the given PIDs),
     GPU memory use has dropped below O(max_memory_used_mib), and nothing listens on O(port).
-  - Fails with a message naming every PID still holding a GPU or the port, instead of starting a new
-    server on GPUs whose memory is still taken (the seeds' C(pkill -9) never checked this).
-  - Read-only; in check mode it reports the current state once without waiting.
+  - Fails with a message naming every PID still holding a GPU or the port, instead of letting a new
+    server start on GPUs whose memory is still taken.
+  - Read-only; in check mode it reports the current state once without waiting (RV(released) may then be
+    false without the task failing).
 options:
   port:
     description: TCP port that must be free. C(0) skips the port check.
@@ -40,10 +42,27 @@ options:
     type: float
     default: 0.25
   nvidia_smi_path:
-    description: Path of nvidia-smi. Found in PATH when omitted.
+    description: Path of nvidia-smi. Found in E(PATH) when omitted.
     type: path
 author:
-  - moesweep developers
+  - moesweep contributors (!UNKNOWN)
+extends_documentation_fragment:
+  - moesweep.sweep.attributes
+  - moesweep.sweep.attributes.IDEMPOTENT
+attributes:
+  check_mode:
+    support: full
+    details: The current state is reported once, without waiting and without failing.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+    details: It only observes.
+  platform:
+    support: full
+    platforms: posix
+seealso:
+  - module: moesweep.sweep.port_owner
 """
 
 EXAMPLES = r"""
@@ -55,7 +74,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 released:
-  description: Whether GPUs and port were free before the timeout.
+  description: Whether GPUs and port were free before O(timeout).
   returned: always
   type: bool
   sample: true
@@ -69,7 +88,8 @@ holders:
   returned: always
   type: list
   elements: dict
-  sample: [{"pid": 4242, "process_name": "sglang::scheduler_TP0", "used_memory_mib": 81234, "gpu_bus_id": "00000000:01:00.0"}]
+  sample:
+    - {"pid": 4242, "process_name": "sglang::scheduler_TP0", "used_memory_mib": 81234, "gpu_bus_id": "00000000:01:00.0"}
 port_holders:
   description: Processes still listening on O(port) at the last check.
   returned: always
@@ -159,7 +179,7 @@ def main():
     who += ["PID %s (%s) listens on port %s" % (h["pid"], h["cmdline"], p["port"]) for h in seen["port_holders"]]
     if not who:
         who = ["GPU memory still in use: %s MiB (limit %s MiB per GPU)" % (seen["memory_used_mib"],
-                                                                         p["max_memory_used_mib"])]
+                                                                           p["max_memory_used_mib"])]
     module.fail_json(msg="GPUs not released after %.1f s: %s" % (elapsed, "; ".join(who)), **result)
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: moesweep contributors
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE)
 
 from __future__ import absolute_import, division, print_function
 
@@ -17,11 +17,12 @@ description:
     returns their text with size and sha256, so the results callback on the controller can write them.
   - Secrets never leave the host - the values of secret names (HF_TOKEN, *_API_KEY, ...) in files listed in
     O(env_files) and credential-looking strings in every text are replaced by C(<redacted>) before returning.
-  - Files larger than O(max_bytes) are cut to their last O(max_bytes) bytes and say so.
+  - Files larger than O(max_bytes) are cut to their last O(max_bytes) bytes and say so (C(truncated)).
 version_added: "0.1.0"
-author: moesweep contributors
+author: moesweep contributors (!UNKNOWN)
 extends_documentation_fragment:
   - moesweep.sweep.attributes
+  - moesweep.sweep.attributes.IDEMPOTENT
 options:
   files:
     description: Artifact name to path on the host; a missing path is reported as missing, not an error.
@@ -33,7 +34,9 @@ options:
     elements: str
     default: []
   invocation_id:
-    description: The server run whose journal is returned as the artifact C(journal) (empty - no journal).
+    description:
+      - The server run (its systemd InvocationID, 32 hex digits) whose journal is returned as the artifact
+        C(journal.txt); empty - no journal.
     type: str
     default: ""
   max_bytes:
@@ -46,6 +49,12 @@ attributes:
     details: Read-only; it reads in check mode too.
   diff_mode:
     support: none
+  idempotent:
+    support: full
+    details: It only reads.
+  platform:
+    support: full
+    platforms: posix
 """
 
 EXAMPLES = r"""
@@ -60,7 +69,10 @@ EXAMPLES = r"""
 
 RETURN = r"""
 artifacts:
-  description: Name to C({content, size, sha256, truncated, missing}).
+  description:
+    - Artifact name (a key of O(files), and C(journal.txt) with O(invocation_id)) to its text and what it was.
+    - Each value holds C(content) (the redacted text, null when missing), C(size) and C(sha256) (of the whole
+      file as read, before redaction and truncation), C(truncated), C(missing) and, for a missing file, C(error).
   returned: always
   type: dict
   sample: {"unit.service": {"content": "[Unit]...", "size": 1234, "sha256": "ab...", "truncated": false, "missing": false}}

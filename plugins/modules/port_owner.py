@@ -1,6 +1,7 @@
 #!/usr/bin/python
-# Copyright: moesweep developers
-# Apache License 2.0
+# -*- coding: utf-8 -*-
+# Copyright: moesweep contributors
+# Apache License 2.0 (see LICENSE)
 
 DOCUMENTATION = r"""
 ---
@@ -10,6 +11,8 @@ version_added: "0.1.0"
 description:
   - Reads C(/proc/net/tcp) and C(/proc/net/tcp6) and maps listening sockets to processes and their
     systemd unit (from C(/proc/PID/cgroup)). Read-only; supports check mode.
+  - A listening socket whose process cannot be found (another PID namespace, no permission) is listed
+    with C(pid) null rather than dropped, so RV(in_use) stays true.
   - The server role uses it before writing anything, so that a port already taken by something other
     than its own unit is reported with the owning process instead of surfacing later as a crash.
 options:
@@ -18,7 +21,24 @@ options:
     type: int
     required: true
 author:
-  - moesweep developers
+  - moesweep contributors (!UNKNOWN)
+extends_documentation_fragment:
+  - moesweep.sweep.attributes
+  - moesweep.sweep.attributes.IDEMPOTENT
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+    details: It only reads.
+  platform:
+    support: full
+    platforms: posix
+    details: Linux (C(/proc)).
+seealso:
+  - module: moesweep.sweep.gpu_released
 """
 
 EXAMPLES = r"""
@@ -30,10 +50,23 @@ EXAMPLES = r"""
 
 RETURN = r"""
 listeners:
-  description: Processes with a listening socket on the port.
+  description: Processes with a listening socket on O(port).
   returned: always
   type: list
   elements: dict
+  contains:
+    pid:
+      description: The process; null when no process could be matched to the socket.
+      type: int
+      sample: 812
+    cmdline:
+      description: Its command line (at most 200 characters), or its C(comm) when that is unreadable.
+      type: str
+      sample: python3 -m http.server 30000
+    unit:
+      description: Its systemd service or scope; null outside one.
+      type: str
+      sample: foo.service
   sample: [{"pid": 812, "cmdline": "python3 -m http.server 30000", "unit": "foo.service"}]
 in_use:
   description: Whether anything listens on the port.

@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: moesweep contributors
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE)
 
 from __future__ import absolute_import, division, print_function
 
@@ -25,16 +25,18 @@ description:
     maximum, memory, temperature, clock event reasons, ECC counters), the energy and joules per output token.
   - Diagnoses what limited the GPUs in each level (launch / latency bound, power bound, memory bound, host bound,
     idle, imbalanced) with the thresholds in O(diagnosis_thresholds); hardware or thermal slowdown, new ECC
-    errors or an Xid in the kernel log during a level make it C(invalid_gpu_state).
+    errors or an Xid in the kernel log during a level make it RV(state=invalid_gpu_state).
   - A level where any request failed is reported with its error texts and marked not ok; its figures are never a
     result. A finished level (its output files present) is not run again (C(creates)-style resume).
   - Bad input (an empty or non-positive concurrency list, a zero length, fewer prompts than the concurrency, a
     tokenizer that does not exist, a client venv without sglang, nothing listening on the port, a server that is
-    not ready) fails before any request, naming the fix.
+    not ready) fails before any request, naming the fix (RV(state=error)).
+  - The task fails unless RV(state=ok); the result is returned either way.
 version_added: "0.1.0"
-author: moesweep contributors
+author: moesweep contributors (!UNKNOWN)
 extends_documentation_fragment:
   - moesweep.sweep.attributes
+  - moesweep.sweep.attributes.IDEMPOTENT
 options:
   client_python:
     description: Interpreter of the benchmark client venv (sglang 0.5.9's bench_serving, no torch needed).
@@ -52,7 +54,9 @@ options:
     description: The server's C(--api-key); passed to the client as C(OPENAI_API_KEY) (never on a command line).
     type: str
   backend:
-    description: bench_serving's C(--backend) - V(sglang) is the native C(/generate), V(sglang-oai) C(/v1/completions), V(sglang-oai-chat) C(/v1/chat/completions).
+    description:
+      - bench_serving's C(--backend) - V(sglang) is the native C(/generate), V(sglang-oai) C(/v1/completions),
+        V(sglang-oai-chat) C(/v1/chat/completions).
     type: str
     default: sglang
     choices: [sglang, sglang-native, sglang-oai, sglang-oai-chat, vllm, vllm-chat]
@@ -135,7 +139,7 @@ options:
     type: int
     default: 250
   nvidia_smi_path:
-    description: nvidia-smi for the fallback sampler; found in PATH when empty.
+    description: nvidia-smi for the fallback sampler; found in E(PATH) when empty.
     type: path
   diagnosis_thresholds:
     description: Overrides of the diagnosis thresholds (module_utils diagnosis C(DEFAULT_THRESHOLDS)).
@@ -154,6 +158,9 @@ attributes:
   idempotent:
     support: partial
     details: A level whose output files are present is not run again unless O(rerun=true).
+  platform:
+    support: full
+    platforms: posix
 notes:
   - The client is C(sglang.bench_serving) of sglang 0.5.9 (pure Python, no torch); its JSON output and figures are those published sglang benchmarks report.
 seealso:
@@ -173,12 +180,19 @@ EXAMPLES = r"""
 
 RETURN = r"""
 state:
-  description: C(ok) (every level ok), C(failed) (some level had failed requests or timed out), C(invalid_gpu_state), C(server_died).
+  description:
+    - V(ok) (every level ok), V(failed) (some level had failed requests or timed out), V(invalid_gpu_state)
+      (a level ran on GPUs in a state that voids its figures), V(server_died) (the unit's run ended during the
+      benchmark; see RV(crash)), V(error) (bad input or no ready server, before any request).
   returned: always
   type: str
+  choices: [ok, failed, invalid_gpu_state, server_died, error]
   sample: ok
 levels:
-  description: One entry per level - concurrency, num_prompts, ok, reused, figures (bench_serving's), completed, failed, errors, command, files, telemetry summary, energy, joules_per_token, diagnosis, wall_s.
+  description:
+    - One entry per level, in O(concurrency) order - C(concurrency), C(num_prompts), C(ok), C(reused), C(figures)
+      (bench_serving's), C(completed), C(failed), C(errors), C(command), C(files), C(telemetry) (the summary),
+      C(energy), C(joules_per_token), C(xid), C(samples), C(diagnosis), C(invalid), C(wall_s).
   returned: always
   type: list
   elements: dict
@@ -186,10 +200,23 @@ tokenizer:
   description: The tokenizer directory used, and where it was found.
   returned: always
   type: dict
+  contains:
+    path:
+      description: The tokenizer directory.
+      type: str
+      sample: /var/lib/sglang/.cache/huggingface/hub/models--lukealonso--GLM-5-NVFP4/snapshots/0123abcd
+    found_in:
+      description: Where it was found - V(given) (O(tokenizer)), the model directory, or the Hugging Face cache.
+      type: str
+      sample: the Hugging Face cache (refs/main)
 sampler:
-  description: The telemetry sampler used (C(nvml), C(nvidia-smi) or null) and its argv.
+  description: The telemetry sampler used.
   returned: always
   type: dict
+  contains:
+    kind: {description: "V(nvml), V(nvidia-smi), or null when neither is available or O(telemetry=false).", type: str}
+    argv: {description: Its command line., type: list, elements: str}
+    probe: {description: What the NVML probe (or nvidia-smi's driver version) reported., type: dict}
 model:
   description: The model name sent in requests.
   returned: always
@@ -200,7 +227,7 @@ overhead_s_per_level:
   type: float
   sample: 0.8
 crash:
-  description: For C(server_died), the classifier's verdict on the unit's current run.
+  description: For RV(state=server_died), the classifier's verdict on the unit's current run; empty otherwise.
   returned: always
   type: dict
 elapsed:
@@ -557,7 +584,7 @@ def main():
             _write_json(files["result"], bs.trim_record(record))
         else:
             level["errors"] = [{"error": e, "count": 1} for e in (bs.stdout_errors(log) or
-                                                                   [outcome.get("error") or "no result line"])]
+                                                                  [outcome.get("error") or "no result line"])]
             level["failed"] = n
         if outcome.get("error") and outcome["error"] not in [e["error"] for e in level["errors"]]:
             level["errors"].insert(0, {"error": outcome["error"], "count": 1})

@@ -1,6 +1,7 @@
 #!/usr/bin/python
-# Copyright: moesweep developers
-# Apache License 2.0 (see galaxy.yml)
+# -*- coding: utf-8 -*-
+# Copyright: moesweep contributors
+# Apache License 2.0 (see LICENSE)
 
 DOCUMENTATION = r"""
 ---
@@ -23,6 +24,9 @@ description:
     Refuses, before anything else, a lock whose header says C("complete": false), a lock that is cut
     or has unhashed pins, a relative venv path, and an interpreter older than the stack needs.
   - Changes nothing on the host, in check mode or not.
+extends_documentation_fragment:
+  - moesweep.sweep.attributes
+  - moesweep.sweep.attributes.IDEMPOTENT
 options:
   venvs:
     description: The venvs to manage. Exactly one is named V(server); its entry is the record's top level.
@@ -123,6 +127,12 @@ attributes:
     support: full
   diff_mode:
     support: none
+  idempotent:
+    support: full
+    details: It only reads (the import check and C(sglang.check_env) load the stack without changing it).
+  platform:
+    support: full
+    platforms: posix
 notes:
   - Read-only. The import check and C(sglang.check_env) load the stack (seconds for torch); they run only
     for a venv whose record no longer holds, that is after any install, removal or reinstall in it.
@@ -131,7 +141,7 @@ notes:
 seealso:
   - module: moesweep.sweep.gpu_facts
 author:
-  - moesweep developers
+  - moesweep contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

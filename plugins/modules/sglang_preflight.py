@@ -1,5 +1,7 @@
-# Copyright: moesweep developers
-# Apache License 2.0
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: moesweep contributors
+# Apache License 2.0 (see LICENSE)
 # This is an action-only module: the code is plugins/action/sglang_preflight.py (runs on the controller).
 
 DOCUMENTATION = r"""
@@ -16,15 +18,17 @@ description:
   - Fails with a message naming the backend, the SM, the reason, the error the launch would hit, the
     citation and the compatible alternatives when the point is unsupported.
   - Caveats (the point runs but e.g. is mislabelled or slow) are returned as warnings, never silently.
-  - Suggests NCCL/launch settings from the facts (e.g. PCIe-only GPUs in a KVM guest) as O(advice) only.
-  - Returns the planned launch (C(launch)) - argv, command line, ExecStart lines, port, environment - which the
+  - Suggests NCCL/launch settings from the facts (e.g. PCIe-only GPUs in a KVM guest) as RV(advice) only.
+  - Returns the planned launch (RV(launch)) - argv, command line, ExecStart lines, port, environment - which the
     server role's unit template renders as is. Secrets never enter it.
   - Runs on the controller; makes no change on the host.
 version_added: 0.1.0
 author:
-  - moesweep developers
+  - moesweep contributors (!UNKNOWN)
 extends_documentation_fragment:
   - moesweep.sweep.attributes
+  - moesweep.sweep.attributes.ACTION
+  - moesweep.sweep.attributes.IDEMPOTENT
 options:
   backend:
     description:
@@ -86,14 +90,14 @@ options:
     type: path
   gpu_facts:
     description:
-      - The facts returned by M(moesweep.sweep.gpu_facts) (C(ansible_facts.moesweep_gpu)).
+      - The facts returned by M(moesweep.sweep.gpu_facts) (RV(moesweep.sweep.gpu_facts#module:ansible_facts.moesweep_gpu)).
       - Defaults to the host's C(ansible_facts.moesweep_gpu) when gathered.
     type: dict
   cuda_version:
     description: CUDA toolkit release used for JIT (nvcc in CUDA_HOME); defaults to the facts' C(cuda_toolkit.release).
     type: str
   force:
-    description: Proceed past a compatibility refusal; the result records C(forced=true). A flag error cannot be forced.
+    description: Proceed past a compatibility refusal; the result records RV(forced=true). A flag error cannot be forced.
     type: bool
     default: false
   kb_path:
@@ -101,14 +105,17 @@ options:
     type: path
 attributes:
   action:
-    description: Indicates this has a corresponding action plugin so some parts of the work happen on the controller.
     support: full
+    details: The whole preflight runs on the controller; the host is not contacted.
   check_mode:
     support: full
   diff_mode:
     support: none
+  idempotent:
+    support: full
+    details: It plans and checks; nothing changes.
   platform:
-    description: Target OS/families that can be operated against.
+    support: full
     platforms: posix
 notes:
   - The knowledge base is data; every entry carries its citation (sglang/flashinfer source at a version, or an upstream issue/PR).
@@ -146,27 +153,27 @@ verdict:
   sample: unsupported
 backend:
   description: The backend asked for.
-  returned: always
+  returned: when the launch could be planned
   type: str
   sample: flashinfer_trtllm
 effective_backend:
   description: The backend that would run (what V(auto) resolves to).
-  returned: always
+  returned: when the launch could be planned
   type: str
   sample: flashinfer_cutlass
 sm:
   description: The host's SM string.
-  returned: always
+  returned: when the launch could be planned
   type: str
   sample: sm120
 quantization:
   description: Normalised quantization (V(bf16) when none).
-  returned: always
+  returned: when the launch could be planned
   type: str
   sample: modelopt_fp4
 sglang_version:
   description: The sglang version checked.
-  returned: always
+  returned: when the launch could be planned
   type: str
   sample: 0.5.9
 reasons:
@@ -210,9 +217,14 @@ forced:
   sample: false
 point:
   description: The sweep point's name (O(backend) as given).
-  returned: always
+  returned: when the launch could be planned
   type: str
   sample: flashinfer_cutlass
+msg:
+  description: The verdict in one line, or the refusal naming backend, SM, reason, error, citation and alternatives.
+  returned: always
+  type: str
+  sample: "sweep point flashinfer_cutlass on sm120: caveat"
 launch:
   description: The planned launch, rendered by the server role as is. Null when it could not be planned.
   returned: always
@@ -259,4 +271,13 @@ launch:
     launch_hash:
       description: sha256 of argv, public environment and secret names (what identifies the launch).
       type: str
+    point:
+      description: The sweep point's name (O(backend) as given).
+      type: str
+      sample: flashinfer_cutlass
+    flag_errors:
+      description: What the version's real argparse schema rejects in the flags (empty when they validate).
+      type: list
+      elements: str
+      sample: []
 """

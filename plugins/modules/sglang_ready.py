@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: moesweep contributors
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE)
 
 from __future__ import absolute_import, division, print_function
 
@@ -20,15 +20,15 @@ description:
     is judged on its whole current run. A server still loading is waited for, and a server whose log
     says ready but whose health endpoint no longer answers is reported as up but not serving (phase
     C(serving)), so the caller can restart it.
-  - Returns C(ready), C(crashed) with a cause, C(hang) (no log progress for O(stall_timeout) while
-    starting, or a ready server that stopped answering), C(timeout), or C(stopped) (the unit never ran);
-    always with the phase timeline and C(elapsed).
+  - Returns RV(state=ready), RV(state=crashed) with a RV(cause), RV(state=hang) (no log progress for
+    O(stall_timeout) while starting, or a ready server that stopped answering), RV(state=timeout), or
+    RV(state=stopped) (the unit never ran); always with the phase RV(timeline) and RV(elapsed).
   - A slow JIT compile or CUDA graph capture that still prints progress (tqdm, compiler lines) is not a
     hang. Health-check access lines written by this module's own polling are not progress.
   - The log classifier is the collection's module_utils C(sglang_log), the same one C(moesweep classify-log)
     runs on saved logs; the wait loop is module_utils C(readiness).
 version_added: "0.1.0"
-author: moesweep contributors
+author: moesweep contributors (!UNKNOWN)
 extends_documentation_fragment:
   - moesweep.sweep.attributes
   - moesweep.sweep.attributes.IDEMPOTENT
@@ -65,13 +65,13 @@ options:
     type: float
     default: 25
   timeout:
-    description: Seconds to wait in total before giving up with C(state=timeout). Must be greater than 0.
+    description: Seconds to wait in total before giving up with RV(state=timeout). Must be greater than 0.
     type: float
     default: 900
   stall_timeout:
     description:
       - Seconds without any new log line while still starting before the server is declared hung
-        (C(state=hang)). Must be greater than 0.
+        (RV(state=hang)). Must be greater than 0.
     type: float
     default: 300
   poll_interval:
@@ -82,7 +82,7 @@ options:
     description: Bearer token sent with the health probe (SGLang C(--api-key)).
     type: str
   fail_on_error:
-    description: Fail the task when the state is not C(ready). Set to V(false) to branch on C(state).
+    description: Fail the task when the state is not V(ready). Set to V(false) to branch on RV(state).
     type: bool
     default: true
 notes:
@@ -95,6 +95,10 @@ attributes:
   idempotent:
     support: full
     details: Starts the unit only when it is not running; a running unit is only observed.
+  platform:
+    support: full
+    platforms: posix
+    details: A systemd host (C(systemctl), C(journalctl)).
 seealso:
   - module: ansible.builtin.wait_for
   - module: moesweep.sweep.gpu_released
@@ -119,14 +123,15 @@ EXAMPLES = r"""
 
 RETURN = r"""
 state:
-  description: C(ready), C(crashed), C(hang), C(timeout) or C(stopped). Null in check mode.
+  description: V(ready), V(crashed), V(hang), V(timeout) or V(stopped). Null in check mode.
   returned: always
   type: str
+  choices: [ready, crashed, hang, timeout, stopped]
   sample: crashed
 cause:
   description: >-
-    For C(crashed): unsupported_arch, oom, nccl, jit_compile, flag_error, port_in_use, warmup_failed,
-    killed or other. Null otherwise.
+    For RV(state=crashed): V(unsupported_arch), V(oom), V(nccl), V(jit_compile), V(flag_error), V(port_in_use),
+    V(warmup_failed), V(killed) or V(other). Null otherwise.
   returned: always
   type: str
   sample: oom

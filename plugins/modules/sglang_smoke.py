@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: moesweep contributors
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE)
 
 from __future__ import absolute_import, division, print_function
 
@@ -22,12 +22,14 @@ description:
     model and sglang version (O(reference), from an earlier point's record) and reports their token agreement.
   - When a request fails because the server died, reads the unit's current run from the journal and reports
     the crash (cause, phase, decisive line) instead of a connection error.
-  - Returns C(state=ok), C(bad_output) (with the texts), C(server_died) or C(error); fails unless C(ok) and
-    O(fail_on_error=false).
+  - Returns RV(state=ok), RV(state=bad_output) (with the texts in RV(answers)), RV(state=server_died) (with
+    RV(crash)) or RV(state=error); the task fails unless RV(state=ok), or with O(fail_on_error=false) it
+    returns the state to branch on.
 version_added: "0.1.0"
-author: moesweep contributors
+author: moesweep contributors (!UNKNOWN)
 extends_documentation_fragment:
   - moesweep.sweep.attributes
+  - moesweep.sweep.attributes.IDEMPOTENT
 options:
   host:
     description: Address of the server.
@@ -74,14 +76,14 @@ options:
     elements: dict
     default: []
   min_agreement:
-    description: When set, an agreement share below it is a failed check (bad_output).
+    description: When set, an agreement share below it is a failed check (RV(state=bad_output)).
     type: float
   unit:
     description: The systemd unit running the server, read when a request finds the server gone.
     type: str
     default: sglang.service
   fail_on_error:
-    description: Fail the task unless the state is C(ok).
+    description: Fail the task unless RV(state=ok).
     type: bool
     default: true
 attributes:
@@ -90,6 +92,12 @@ attributes:
     details: It needs a running server and sends it requests; in check mode nothing is started to ask.
   diff_mode:
     support: none
+  idempotent:
+    support: full
+    details: It only sends requests; the server's state does not change.
+  platform:
+    support: full
+    platforms: posix
 notes:
   - Nothing on the host changes; the server generates a few hundred tokens.
 seealso:
@@ -113,9 +121,10 @@ EXAMPLES = r"""
 
 RETURN = r"""
 state:
-  description: C(ok), C(bad_output), C(server_died) or C(error).
+  description: V(ok), V(bad_output), V(server_died) or V(error) (bad input, or no server to ask).
   returned: always
   type: str
+  choices: [ok, bad_output, server_died, error]
   sample: bad_output
 answers:
   description: Every answer, with C(endpoint), C(prompt), C(text), C(token_ids), C(finish_reason), C(completion_tokens), C(problems).
@@ -139,7 +148,7 @@ model:
   returned: always
   type: str
 crash:
-  description: For C(server_died) - the classifier's verdict on the unit's current run (state, cause, phase, decisive_line, unit_state).
+  description: For RV(state=server_died) - the classifier's verdict on the unit's current run (state, cause, phase, decisive_line, unit_state).
   returned: always
   type: dict
 elapsed:

@@ -1,5 +1,7 @@
-# Copyright: moesweep developers
-# Apache License 2.0
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: moesweep contributors
+# Apache License 2.0 (see LICENSE)
 # This is an action-only module: the code is plugins/action/sweep_plan.py (runs on the controller).
 
 DOCUMENTATION = r"""
@@ -9,19 +11,22 @@ short_description: Plan a sweep on one host, refusing bad input before any point
 description:
   - Runs on the controller. Turns the user's C(-e backend=NAME), C(-e backends=[a,b,c]) or
     C(-e backends=compatible) into the host's list of sweep points, and checks every input a sweep needs before
-    anything restarts - one of backend / backends, names that are overlays or C(--moe-runner-backend) choices of
+    anything restarts - one of O(backend) / O(backends), names that are overlays or C(--moe-runner-backend) choices of
     the host's sglang version (a typo gets the closest valid name), a writable results directory, a restore
     policy, a reference concurrency among the benchmark's levels.
-  - With C(backends=compatible) the points are every choice the preflight (M(moesweep.sweep.sglang_preflight))
+  - With O(backends=compatible) the points are every choice the preflight (M(moesweep.sweep.sglang_preflight))
     accepts for the host's facts and launch flags.
   - The sweep id is stable for the same points, hosts and benchmark settings, so running the same sweep again
     resumes it.
-  - Returns C(moesweep_sweep), also set as a fact.
+  - Returns RV(moesweep_sweep), also set as the fact RV(ansible_facts.moesweep_sweep).
 version_added: 0.1.0
 author:
-  - moesweep developers
+  - moesweep contributors (!UNKNOWN)
 extends_documentation_fragment:
   - moesweep.sweep.attributes
+  - moesweep.sweep.attributes.ACTION
+  - moesweep.sweep.attributes.FACTS
+  - moesweep.sweep.attributes.IDEMPOTENT
 options:
   backend:
     description: One sweep point (C(-e backend=NAME)).
@@ -30,7 +35,9 @@ options:
     description: The sweep points, in order (a list, a comma-separated string, or V(compatible)).
     type: raw
   restore:
-    description: What to leave the host on at the end - V(best) (the best point that passed, else the configuration before the sweep), V(previous), V(none).
+    description:
+      - What to leave the host on at the end - V(best) (the best point that passed, else the configuration before
+        the sweep), V(previous), V(none).
     type: str
     default: best
   reference_concurrency:
@@ -66,7 +73,7 @@ options:
     type: dict
     default: {}
   flags:
-    description: The server role's common launch flags (for C(backends=compatible)).
+    description: The server role's common launch flags (for O(backends=compatible)).
     type: dict
     default: {}
   backends_overlays:
@@ -97,12 +104,20 @@ options:
     type: path
 attributes:
   action:
-    description: Indicates this has a corresponding action plugin so some parts of the work happen on the controller.
     support: full
+    details: The plan is made on the controller; the host is not contacted.
   check_mode:
     support: full
   diff_mode:
     support: none
+  facts:
+    support: full
+  idempotent:
+    support: full
+    details: It plans; the same input gives the same sweep id, which is how a sweep resumes.
+  platform:
+    support: full
+    platforms: posix
 """
 
 EXAMPLES = r"""
@@ -115,8 +130,24 @@ EXAMPLES = r"""
 
 RETURN = r"""
 moesweep_sweep:
-  description: The plan - C(sweep_id), C(results_dir), C(dir), C(points), C(restore), C(reference_concurrency), C(rerun), C(sglang_version).
+  description:
+    - The plan - C(sweep_id), C(results_dir), C(dir), C(points), C(restore), C(reference_concurrency), C(rerun),
+      C(sglang_version) and C(created) (when it was planned, ISO 8601).
   returned: success
   type: dict
   sample: {"sweep_id": "sweep-3f2a9c1b0d4e", "points": ["flashinfer_cutlass", "triton"], "restore": "best"}
+ansible_facts:
+  description: Facts to add to ansible_facts.
+  returned: success
+  type: complex
+  contains:
+    moesweep_sweep:
+      description: The same plan as RV(moesweep_sweep), for the rest of the play.
+      returned: success
+      type: dict
+msg:
+  description: The sweep id, its points and its results directory in one line.
+  returned: always
+  type: str
+  sample: "sweep sweep-3f2a9c1b0d4e: 2 point(s) flashinfer_cutlass, triton -> results/sweep-3f2a9c1b0d4e"
 """

@@ -1,5 +1,7 @@
-# Copyright: moesweep developers
-# Apache License 2.0
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: moesweep contributors
+# Apache License 2.0 (see LICENSE)
 # This is an action-only module: the code is plugins/action/sweep_record.py (runs on the controller).
 
 DOCUMENTATION = r"""
@@ -10,21 +12,25 @@ description:
   - Runs on the controller (and collects the point's artifacts from the host with M(moesweep.sweep.point_artifacts)).
     It writes nothing itself - the aggregate callback C(moesweep.sweep.results), the one writer of results,
     writes what it returns.
-  - V(start) marks a point as started (the callback writes an in-flight marker, so a point a lost controller
+  - O(state=start) marks a point as started (the callback writes an in-flight marker, so a point a lost controller
     never finished is recorded C(interrupted) by the next run).
-  - V(stop_check) fails when the sweep was asked to stop after the current step (a C(.stop) file in the sweep's
+  - O(state=stop_check) fails when the sweep was asked to stop after the current step (a C(.stop) file in the sweep's
     directory, which C(moesweep sweep) writes on a first Ctrl-C); the point is then recorded C(interrupted), and
-    V(start) answers C(stopped) for the points after it.
-  - V(resume) computes the point's configuration hash (launch, benchmark settings, stack lock) and answers
-    whether a passing record with that hash exists (then the point is skipped, unless the sweep's C(rerun)).
-  - V(point) builds the point's record (docs/results.md) from what each stage returned or the task that failed,
-    with secrets redacted, and returns it with its artifacts.
-  - V(restore_plan) picks the configuration to leave the host on; V(restore) records that step with its readiness.
+    O(state=start) answers RV(stopped=true) for the points after it.
+  - O(state=resume) computes the point's configuration hash (RV(config_hash) - launch, benchmark settings, stack
+    lock) and answers whether a passing record with that hash exists (RV(skip) - then the point is skipped, unless
+    the sweep's C(rerun)).
+  - O(state=point) builds the point's record (RV(moesweep_record), see docs/results.md) from what each stage
+    returned or the task that failed, with secrets redacted, and returns it with its RV(artifacts).
+  - O(state=restore_plan) picks the configuration to leave the host on (RV(choice)); O(state=restore) records
+    that step with its readiness.
 version_added: 0.1.0
 author:
-  - moesweep developers
+  - moesweep contributors (!UNKNOWN)
 extends_documentation_fragment:
   - moesweep.sweep.attributes
+  - moesweep.sweep.attributes.ACTION
+  - moesweep.sweep.attributes.IDEMPOTENT
 options:
   state:
     description: What to do.
@@ -39,16 +45,16 @@ options:
     description: The point's name.
     type: str
   started:
-    description: When the point started (ISO time, from V(start)).
+    description: When the point started (ISO time, RV(started) of O(state=start)).
     type: str
   started_at:
-    description: When the point started (seconds since the epoch, from V(start)).
+    description: When the point started (seconds since the epoch, RV(started_at) of O(state=start)).
     type: float
   config_hash:
-    description: The point's configuration hash (from V(resume)).
+    description: The point's configuration hash (RV(config_hash) of O(state=resume)).
     type: str
   launch_hash:
-    description: The launch's hash (from the preflight's C(launch)).
+    description: The launch's hash (RV(moesweep.sweep.sglang_preflight#module:launch.launch_hash)).
     type: str
   bench_settings:
     description: The benchmark settings.
@@ -113,22 +119,31 @@ options:
     type: str
     default: ""
   previous:
-    description: What the host ran before the sweep (for V(restore_plan)).
+    description: What the host ran before the sweep (for O(state=restore_plan)).
     type: dict
     default: {}
   choice:
-    description: The restore choice (for V(restore)).
+    description: The restore choice (RV(choice) of O(state=restore_plan), for O(state=restore)).
     type: dict
     default: {}
 attributes:
   action:
-    description: Indicates this has a corresponding action plugin so some parts of the work happen on the controller.
     support: full
+    details: The bookkeeping runs on the controller; only O(state=point) contacts the host, for the artifacts.
   check_mode:
     support: full
     details: In check mode nothing is collected from the host; the callback writes nothing.
   diff_mode:
     support: none
+  idempotent:
+    support: partial
+    details:
+      - O(state=start), O(state=resume), O(state=stop_check) and O(state=restore_plan) only read.
+      - O(state=point) and O(state=restore) return a record the results callback appends, so running either twice
+        records the step twice (a resumed sweep skips passing points through O(state=resume) instead).
+  platform:
+    support: full
+    platforms: posix
 """
 
 EXAMPLES = r"""
@@ -141,12 +156,45 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-moesweep_event:
-  description: What the callback does with the result - C(point_started), C(resume), C(record).
+moesweep_sweep:
+  description: The sweep's plan (O(sweep)), by which the callback finds the sweep's directory.
+  returned: always
+  type: dict
+moesweep_host:
+  description: The host the step is about (its inventory name).
   returned: always
   type: str
+  sample: sim-h1
+moesweep_event:
+  description: What the callback does with the result - V(point_started), V(resume), V(record).
+  returned: when state is start (unless stopped), resume, point or restore
+  type: str
+  choices: [point_started, resume, record]
+point:
+  description: The point's name.
+  returned: when state is start or resume
+  type: str
+  sample: flashinfer_cutlass
+started:
+  description: When the point started (ISO 8601).
+  returned: when state is start, unless stopped
+  type: str
+started_at:
+  description: When the point started (seconds since the epoch).
+  returned: when state is start, unless stopped
+  type: float
+stopped:
+  description: For O(state=start) - the sweep was asked to stop, so this point does not run.
+  returned: when state is start
+  type: bool
+  sample: false
+moesweep_stop:
+  description: For O(state=stop_check) - the sweep was asked to stop after this step (the task fails).
+  returned: when the sweep was asked to stop
+  type: bool
+  sample: true
 moesweep_record:
-  description: The record (docs/results.md), for V(point) and V(restore).
+  description: The record (docs/results.md), for O(state=point) and O(state=restore).
   returned: when state is point or restore
   type: dict
 artifacts:
@@ -154,15 +202,24 @@ artifacts:
   returned: when state is point or restore
   type: dict
 skip:
-  description: For V(resume) - whether a passing record with this configuration exists.
+  description: For O(state=resume) - whether a passing record with this configuration exists.
   returned: when state is resume
   type: bool
 config_hash:
-  description: For V(resume) - the configuration hash.
+  description: For O(state=resume) - the configuration hash.
   returned: when state is resume
   type: str
+previous_record:
+  description: For O(state=resume) - the passing record found (C(finished), C(status), C(backend), C(config_hash)).
+  returned: when state is resume and skip is true
+  type: dict
 choice:
-  description: For V(restore_plan) - C(action) (point, previous, none), C(point), C(reason).
+  description: For O(state=restore_plan) - C(action) (V(point), V(previous), V(none)), C(point), C(reason).
   returned: when state is restore_plan
   type: dict
+msg:
+  description: What the step did, in one line.
+  returned: always, except for stop_check when the sweep goes on
+  type: str
+  sample: "point flashinfer_cutlass: to run"
 """
