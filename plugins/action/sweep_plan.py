@@ -91,4 +91,4 @@ class ActionModule(ActionBase):
             return {"failed": True, "changed": False, "msg": "sweep refused before any point ran: %s" % exc}
         return {"changed": False, "moesweep_sweep": sweep, "ansible_facts": {"moesweep_sweep": sweep},
                 "msg": "sweep %s: %d point(s) %s -> %s" % (sweep["sweep_id"], len(sweep["points"]),
-                                                         ", ".join(sweep["points"]), sweep["dir"])}
+                                                           ", ".join(sweep["points"]), sweep["dir"])}

@@ -116,7 +116,7 @@ class ActionModule(ActionBase):
         if a["state"] == "resume":
             config = records.config_hash(a["launch_hash"], a["bench_settings"], a["lock_sha256"])
             found = None if sweep.get("rerun") else records.passing_record(records.read_points(points_path), host,
-                                                                             config)
+                                                                           config)
             base.update(moesweep_event="resume", config_hash=config, skip=found is not None, point=a["point"])
             base["msg"] = ("point %s already passed with this configuration (%s): skipped; -e rerun=true runs it again"
                            % (a["point"], found.get("finished")) if found else "point %s: to run" % a["point"])

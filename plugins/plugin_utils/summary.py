@@ -455,7 +455,7 @@ def failure_details(record):
                 lines.append("GPU state c%d: %s" % (lv["concurrency"], text))
             if len(reasons) > MAX_REASONS_PER_LEVEL:
                 lines.append("GPU state c%d: ... and %d more" % (lv["concurrency"],
-                                                                  len(reasons) - MAX_REASONS_PER_LEVEL))
+                                                                 len(reasons) - MAX_REASONS_PER_LEVEL))
     # the failed task's message says again what the lines above say, except for failures they do not cover
     if record.get("failed_msg") and (status in ("failed", "interrupted", "unreachable") or not lines):
         task = record.get("failed_task")
