@@ -11,7 +11,7 @@ SIM_DEBS := systemd-container debootstrap zstd iproute2 openssh-client apt-utils
 # The headless browser the report's HTML test opens the page in (tests/integration/test_report_browser.py).
 BROWSER_DEBS := chromium fonts-dejavu-core
 
-.PHONY: venv sim-deps browser-deps lint unit test demo demo-down clean
+.PHONY: venv sim-deps browser-deps lint sanity unit test demo demo-down clean
 
 $(STAMP): requirements-controller.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,16 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/yamllint -s .
 	$(BIN)/ansible-lint --profile production -q
+	$(MAKE) --no-print-directory sanity
+
+# ansible-test sanity on the collection as `ansible-galaxy collection build` ships it, offline but for PyPI
+# (tests/sanity/run.sh: how, and which tests; tests/sanity/ignore-2.19.txt: the exceptions, each with its
+# reason). Its shellcheck test needs Debian's shellcheck (installed as root; without it that test is skipped).
+sanity: venv
+	@command -v shellcheck >/dev/null || if [ "$$(id -u)" = 0 ]; then echo "installing: shellcheck"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends shellcheck >/dev/null; \
+	else echo "sanity: shellcheck is not installed (apt-get install shellcheck as root): its test is skipped"; fi
+	BIN=$(CURDIR)/$(BIN) tests/sanity/run.sh
 
 unit: venv
 	$(BIN)/pytest -q -m "not hosts and not slow" tests/unit tests/simulator
