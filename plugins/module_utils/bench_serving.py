@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: moesweep contributors
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE)
 """sglang's own benchmark client, ``python -m sglang.bench_serving``: the command of one concurrency level,
 the plan of the levels, and the parser of what it writes.
 

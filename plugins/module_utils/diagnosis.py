@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: moesweep contributors
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE)
 """What limited the GPUs during a benchmark level, from the telemetry summary (``telemetry.summarise``).
 
 ``diagnose(summary, thresholds, xid)`` returns ``{verdict, label, evidence, invalid, invalid_reasons,

@@ -1,5 +1,6 @@
-# Copyright: moesweep developers
-# Apache License 2.0
+# -*- coding: utf-8 -*-
+# Copyright: moesweep contributors
+# Apache License 2.0 (see LICENSE)
 """Pure parsers for the text that ``nvidia-smi``, ``nvcc`` and a few ``/proc`` and ``/sys`` files print.
 
 No I/O here: every function takes the text a command printed and returns plain data, so the

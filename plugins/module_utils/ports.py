@@ -1,5 +1,6 @@
-# Copyright: moesweep developers
-# Apache License 2.0
+# -*- coding: utf-8 -*-
+# Copyright: moesweep contributors
+# Apache License 2.0 (see LICENSE)
 """Who listens on a TCP port, read from ``/proc/net/tcp{,6}`` and ``/proc/<pid>/fd``.
 
 The parsing is pure (``parse_proc_net_tcp``); ``listeners`` does the small amount of I/O. Used by

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: moesweep contributors
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE)
 """The readiness engine: follow one run of a systemd unit's journal, probe the HTTP health endpoint
 and the unit's state, and decide ready / crashed / hang / timeout (after kubernetes.core's waiter:
 pure predicates on a monotonic clock, sources injected so tests drive it with recorded logs).

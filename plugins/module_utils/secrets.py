@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: moesweep contributors
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE)
 """Which values are secret, and how they are kept out of everything moesweep prints or writes.
 
 One owner for the idea: the server role splits its environment with these functions, the preflight keeps

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: moesweep contributors
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE)
 """Pure, incremental classifier of SGLang server logs (journal lines or a saved log file).
 
 Feed lines, read the state. Nothing here does I/O or reads a clock: times come from the line's own

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: moesweep contributors
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE)
 """The output smoke check: is what a freshly started server generates text at all?
 
 Pure functions over the JSON an SGLang server returns:

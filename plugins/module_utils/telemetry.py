@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: moesweep contributors
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE)
 """GPU telemetry during a benchmark level: samplers, the sample parser, summaries, energy, Xid events.
 
 What the caller (the benchmark module) does, per level:

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: moesweep contributors
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE)
 """Pure decisions of the ``sglang_env`` role: a venv against its hash-pinned lock.
 
 Nothing here runs a command or touches a file: the ``sglang_env_state`` module runs the scripts below

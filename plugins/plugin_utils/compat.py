@@ -1,5 +1,6 @@
-# Copyright: moesweep developers
-# Apache License 2.0
+# -*- coding: utf-8 -*-
+# Copyright: moesweep contributors
+# Apache License 2.0 (see LICENSE)
 """Evaluate a sweep point (MoE backend, quantization, flags, environment, sglang version) against host
 facts and the knowledge base ``data/compat.yml``.
 

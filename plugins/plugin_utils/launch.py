@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: moesweep contributors
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE)
 """The SGLang launch of one sweep point, planned once on the controller.
 
 ``plan(inputs)`` merges the common flags, the backend's overlay and the extra flags, resolves the

@@ -1,5 +1,6 @@
-# Copyright: moesweep developers
-# Apache License 2.0
+# -*- coding: utf-8 -*-
+# Copyright: moesweep contributors
+# Apache License 2.0 (see LICENSE)
 """The preflight of one sweep point: plan the launch (``launch.plan``), validate it once, evaluate it against
 the knowledge base (``compat.evaluate``). Shared by the ``sglang_preflight`` action, the ``sweep_plan``
 action (``backends=compatible``) and the ``moesweep check`` CLI, so they all give the same verdict."""

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: moesweep contributors
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE)
 """Sweeps and their records (docs/results.md), as pure functions on the controller.
 
 The sweep's plan (which points, on which host, with which settings, into which results directory), a

@@ -1,4 +1,6 @@
 # -*- coding: utf-8 -*-
+# Copyright: moesweep contributors
+# Apache License 2.0 (see LICENSE)
 """SGLang server CLI schema: load, resolve options like argparse, validate a flag dict, render argv.
 
 Controller side. Reads ``data/sglang/flags-<version>.json`` (made by ``scripts/extract_sglang_flags.py`` from the

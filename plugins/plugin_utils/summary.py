@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: moesweep contributors
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE)
 """The comparison table of a sweep, read from ``results/<sweep_id>/points.jsonl`` (docs/results.md).
 
 Pure and stdlib only: the results callback (which rewrites ``summary.md`` / ``summary.csv`` at the end of
