@@ -92,3 +92,24 @@ def test_bad_input_is_refused_before_anything_starts(isolated):
         r = _moesweep("sim", "up", "--cluster", "bad", *args, check=False)
         assert r.returncode == 2 and needle in r.stderr, (args, r.stderr)
         assert _leftovers() == before
+
+
+# ------------------------------------------------------------------ what moesweep may write and remove
+
+USER_INVENTORY = "---\nall:\n  hosts:\n    my-gpu-vm:\n      ansible_host: 192.0.2.10\n"
+
+
+def test_a_users_inventory_is_never_overwritten_nor_removed(isolated):
+    mine = isolated / "mine.yml"
+    mine.write_text(USER_INVENTORY)
+    before = _leftovers()
+    r = _moesweep("sim", "up", "--cluster", "inv", "--inventory", str(mine), check=False)
+    assert r.returncode == 2 and f"refusing to overwrite {mine}" in r.stderr, r.stderr
+    assert mine.read_text() == USER_INVENTORY and _leftovers() == before
+    ours = isolated / "ours.yml"
+    _moesweep("sim", "up", "--cluster", "inv", "--inventory", str(ours))
+    assert ours.read_text().startswith("---\n# Written by `moesweep sim up`")
+    ours.write_text(USER_INVENTORY)  # the user made it their own
+    down = _moesweep("sim", "down", "--cluster", "inv")
+    assert ours.read_text() == USER_INVENTORY and f"left {ours} in place" in down.stderr
+    assert _leftovers() == before

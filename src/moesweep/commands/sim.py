@@ -26,11 +26,17 @@ def register(sub) -> None:
         help="simulated toolkits under /usr/local/cuda-X.Y, comma separated; '' for none (default 12.8,13.1)",
     )
     u.add_argument("--cluster", default="default", help="name of this set of hosts (default 'default')")
-    u.add_argument("--inventory", type=Path, default=None, help="where to write the inventory")
+    u.add_argument(
+        "--inventory",
+        type=Path,
+        default=None,
+        help="where to write the inventory (default inventory/sim.yml for the default cluster); an existing file "
+        "is overwritten only when `sim up` wrote it, and `sim down` removes only such a file",
+    )
     u.add_argument("--json", action="store_true", help="print the result as JSON")
     u.set_defaults(func=_up)
     d = s.add_parser("down", help="power off simulated hosts and remove their namespaces")
-    d.add_argument("--cluster", default="default")
+    d.add_argument("--cluster", default="default", help="name of the set of hosts to power off (default 'default')")
     d.add_argument("--all", action="store_true", help="every cluster, and leftovers of interrupted runs")
     d.set_defaults(func=_down)
     st = s.add_parser("status", help="list simulated hosts")
@@ -77,7 +83,7 @@ def _down(args) -> int:
     from moesweep.sim import hosts
 
     try:
-        gone = hosts.down(cluster=None if args.all else args.cluster)
+        gone = hosts.down(cluster=None if args.all else args.cluster, log=lambda m: print(m, file=sys.stderr))
     except hosts.SimError as exc:
         return _err(exc)
     print(f"stopped: {', '.join(gone) if gone else 'nothing was running'}")
@@ -87,7 +93,10 @@ def _down(args) -> int:
 def _status(args) -> int:
     from moesweep.sim import hosts
 
-    rows = hosts.status()
+    try:
+        rows = hosts.status()
+    except hosts.SimError as exc:
+        return _err(exc)
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

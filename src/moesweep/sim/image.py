@@ -1,4 +1,5 @@
-"""Build and cache the Debian 12 root filesystem that simulated GPU hosts boot from.
+"""What a simulated GPU host boots from: the cached Debian 12 root filesystem, the per-cluster payload
+(the simulator tree, bind-mounted read-only at /opt/moesweep-sim) and the SSH key it is reached with.
 
 The image is built once with debootstrap, trimmed, stored as ``rootfs.tar.zst`` under
 ``~/.cache/moesweep/image/<key>/`` and unpacked next to it.  The key hashes the recipe, so a
@@ -7,12 +8,17 @@ changed package list builds a new image instead of silently reusing a stale one.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+
+from moesweep._collection import REPO_ROOT
+from moesweep.sim import state
+from moesweep.sim.model import SimError
 
 SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
@@ -134,3 +140,46 @@ def build(mirror: str | None = None, log=print) -> Path:
     (tmp_root / ".moesweep-complete").write_text(image_key() + "\n")
     os.replace(tmp_root, rootfs)
     return rootfs
+
+
+def ssh_key() -> Path:
+    """The key every simulated host authorises for root (generated once, kept with the image cache)."""
+    key = cache_root() / "ssh" / "id_ed25519"
+    if not key.exists():
+        key.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = key.with_name("id_ed25519.tmp")
+        for p in (tmp, tmp.with_suffix(".tmp.pub")):
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "moesweep-sim", "-f", str(tmp)],
+                       check=True, text=True, capture_output=True)
+        os.replace(str(tmp) + ".pub", str(key) + ".pub")
+        os.replace(tmp, key)
+    return key
+
+
+def build_payload(cluster: str) -> Path:
+    """Copy the simulator and the flag schema data into one read-only tree for the cluster's hosts.
+
+    One tree per cluster: hosts bind-mount the directory itself, so replacing it while another
+    cluster's hosts run would leave them looking at a deleted directory."""
+    src = REPO_ROOT / "simulator"
+    if not src.is_dir():
+        raise SimError(f"simulator sources missing at {src}: is this a complete moesweep checkout?")
+    dest = state.payload_dir(cluster)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f"{cluster}.partial")
+    state.remove_tree(tmp)
+    shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "README.md"))
+    data = REPO_ROOT / "data" / "sglang"
+    if data.is_dir():
+        shutil.copytree(data, tmp / "data" / "sglang")
+    if dest.exists() or dest.is_symlink():
+        old = dest.with_name(f"{cluster}.old")
+        state.remove_tree(old)
+        os.replace(dest, old)
+        os.replace(tmp, dest)
+        state.remove_tree(old)
+    else:
+        os.replace(tmp, dest)
+    return dest

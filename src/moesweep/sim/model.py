@@ -1,0 +1,117 @@
+"""What a simulated host is: its record, the names derived from its index, the profiles it can carry, and
+the checks of everything a user may pass to ``moesweep sim`` (run before anything is touched)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+NETNS_PREFIX = "moesweep-h"
+VETH_MACHINE_PREFIX = "msw-vh"
+VETH_HOST_PREFIX = "msw-vc"
+SUBNET = "10.213"
+MAX_INDEX = 250
+MAX_HOSTS = 16
+GPU_MODELS = ("rtx-pro-6000", "h200", "h200-x2")
+DEFAULT_DRIVER = {"rtx-pro-6000": "570.172.08", "h200": "570.172.08", "h200-x2": "570.172.08"}
+SGLANG_VERSIONS = ("0.5.9", "0.5.23")
+
+# ASCII only: the name ends up in host names, machine names, cgroup and state paths.
+_CLUSTER_RE = re.compile(r"[A-Za-z0-9_-]{1,20}")
+_HOST_RE = re.compile(r"sim-[A-Za-z0-9_-]{1,20}-[0-9]{1,2}")
+
+
+class SimError(RuntimeError):
+    """A clear, user-facing failure: what went wrong and how to fix it."""
+
+
+@dataclass
+class Host:
+    name: str
+    index: int
+    cluster: str
+    gpu_model: str
+    gpu_count: int
+    sglang_version: str
+    cuda_toolkits: list[str]
+    driver_version: str
+    nspawn_pid: int = 0
+    leader_pid: int = 0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def address(self) -> str:
+        return f"{SUBNET}.{self.index}.2"
+
+    @property
+    def gateway(self) -> str:
+        return f"{SUBNET}.{self.index}.1"
+
+    @property
+    def netns(self) -> str:
+        return f"{NETNS_PREFIX}{self.index}"
+
+    @property
+    def veth_host(self) -> str:
+        """The machine side of the host's link (carries the gateway address)."""
+        return f"{VETH_MACHINE_PREFIX}{self.index}"
+
+    @property
+    def veth_cont(self) -> str:
+        """The host side of its link, inside the host's network namespace."""
+        return f"{VETH_HOST_PREFIX}{self.index}"
+
+    def profile(self) -> dict:
+        return {
+            "simulated": True,
+            "gpu_model": self.gpu_model,
+            "gpu_count": self.gpu_count,
+            "sglang_version": self.sglang_version,
+            "cuda_toolkits": list(self.cuda_toolkits),
+            "driver_version": self.driver_version,
+            "host_index": self.index,
+            "host_name": self.name,
+        }
+
+
+def host_name(cluster: str, n: int) -> str:
+    prefix = "sim-gpu" if cluster == "default" else f"sim-{cluster}"
+    return f"{prefix}-{n}"
+
+
+def check_cluster_name(cluster) -> str:
+    if not isinstance(cluster, str) or not _CLUSTER_RE.fullmatch(cluster):
+        raise SimError(f"bad cluster name {cluster!r}: letters, digits, - and _ only, at most 20")
+    return cluster
+
+
+def record_problem(h: Host) -> str | None:
+    """Why a host record read from the state file cannot be acted on (names and paths derive from it)."""
+    if not isinstance(h.name, str) or not _HOST_RE.fullmatch(h.name):
+        return f"host name {h.name!r} is not one `moesweep sim up` gives"
+    if not isinstance(h.cluster, str) or not _CLUSTER_RE.fullmatch(h.cluster):
+        return f"cluster name {h.cluster!r} is not valid"
+    if not isinstance(h.index, int) or isinstance(h.index, bool) or not 1 <= h.index <= MAX_INDEX:
+        return f"host index {h.index!r} is outside 1..{MAX_INDEX}"
+    for attr in ("nspawn_pid", "leader_pid"):
+        v = getattr(h, attr)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            return f"{attr} {v!r} is not a process id"
+    return None
+
+
+def check_up_args(n: int, gpu: str, gpu_count: int, sglang_version: str, toolkits: list[str]) -> None:
+    if not 1 <= n <= MAX_HOSTS:
+        raise SimError(f"--hosts must be between 1 and {MAX_HOSTS} (got {n})")
+    if gpu not in GPU_MODELS:
+        raise SimError(f"unknown --gpu {gpu!r}: choose one of {', '.join(GPU_MODELS)}")
+    if not 1 <= gpu_count <= 8:
+        raise SimError(f"--gpu-count must be between 1 and 8 (got {gpu_count})")
+    if sglang_version not in SGLANG_VERSIONS:
+        raise SimError(
+            f"unknown --sglang-version {sglang_version!r}: the simulator emulates {', '.join(SGLANG_VERSIONS)}"
+        )
+    for t in toolkits:
+        parts = t.split(".")
+        if len(parts) != 2 or not all(p.isdigit() for p in parts):
+            raise SimError(f"bad CUDA toolkit version {t!r} in --cuda-toolkits: use X.Y, e.g. 12.8,13.1")
