@@ -22,6 +22,7 @@ ARGUMENT_SPEC = dict(
     spread=dict(type="raw", default=False),
     hosts=dict(type="list", elements="str", default=[]),
     bench_settings=dict(type="dict", default={}),
+    numbers=dict(type="dict", default={}),
     # what the host's point preflights need: the server role's launch inputs and the host's facts
     flags=dict(type="dict", default={}),
     backends_overlays=dict(type="dict", default={}),
@@ -37,6 +38,7 @@ ARGUMENT_SPEC = dict(
 def plan(args):
     """The sweep plan, or PlanError naming the problem."""
     points = records.parse_points(args.get("backend"), args.get("backends"))
+    records.check_numbers(args.get("numbers"))
     concurrency = args["concurrency"]
     reference = args.get("reference_concurrency")
     if reference is None:

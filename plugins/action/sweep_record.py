@@ -83,9 +83,28 @@ def known_secrets(task_vars, templar):
     return out
 
 
+def writable(directory):
+    """Whether records can be written under ``directory`` (or the nearest parent that exists)."""
+    probe = directory
+    while probe and not os.path.exists(probe):
+        parent = os.path.dirname(probe.rstrip("/"))
+        if parent == probe:
+            break
+        probe = parent
+    return bool(probe) and os.access(probe, os.W_OK | os.X_OK)
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _supports_check_mode = True
+
+    @staticmethod
+    def _stop_if_unwritable(base, sweep):
+        """A results directory that turned read-only: the sweep stops here (this task fails); the record still
+        travels in the result, and the callback keeps it in a private file whose path it prints."""
+        if not writable(sweep["dir"]):
+            base["failed"] = True
+            base["moesweep_unwritable"] = sweep["dir"]
 
     def run(self, tmp=None, task_vars=None):
         super().run(tmp, task_vars)
@@ -138,8 +157,12 @@ class ActionModule(ActionBase):
                        readiness=a["readiness"] or a["failed_result"], failed_task=a["failed_task"],
                        failed_msg=(a["failed_result"] or {}).get("msg"))
             record = records.build_restore_record(ctx)
+            self._stop_if_unwritable(base, sweep)
             base.update(moesweep_event="record", moesweep_record=record, artifacts={},
                         msg="restore (%s): %s - %s" % (record["action"], record["status"], record["reason"]))
+            if base.get("moesweep_unwritable"):
+                base["msg"] = ("the results directory %s is not writable (any more): the restore record is kept where "
+                               "the run prints it (moesweep: kept ...)" % sweep["dir"])
             return base
         # state == point
         artifacts = {}
@@ -174,8 +197,13 @@ class ActionModule(ActionBase):
                    bench_settings=a["bench_settings"], reference_concurrency=sweep.get("reference_concurrency"),
                    unit_sha256=unit.get("sha256"), artifacts=list(artifacts))
         record = records.build_point_record(ctx)
+        self._stop_if_unwritable(base, sweep)
         base.update(moesweep_event="record", moesweep_record=record,
                     artifacts={name: art.get("content") or "" for name, art in artifacts.items()},
                     msg="%s %s: %s%s" % (host, a["point"], record["status"],
                                          " (%s)" % record["cause"] if record.get("cause") else ""))
+        if base.get("moesweep_unwritable"):
+            base["msg"] = ("the results directory %s is not writable (any more): the sweep stops here. The record of "
+                           "%s %s is kept where the run prints it (moesweep: kept ...); make the directory writable "
+                           "and run the same sweep again to go on" % (sweep["dir"], host, a["point"]))
         return base

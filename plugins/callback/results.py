@@ -183,12 +183,26 @@ class CallbackModule(CallbackBase):
                                                    default=str).encode("utf-8"))
             self.written.append((sweep_dir, record))
         except (IOError, OSError) as exc:
-            # Never lose the record: say where it is (the task result and the runner's artifacts hold it too).
+            # Never lose the record: keep it in a private file and say where (the task result holds it too).
             self.write_errors.append("%s: %s" % (sweep_dir, exc))
-            self._display.error("moesweep: could not write the record of %s %s to %s (%s); the record is in this "
-                                "run's output: %s" % (record.get("host"), record.get("point"), sweep_dir, exc,
-                                                      json.dumps(record, default=str)[:2000]))
+            kept = self._keep_elsewhere(record)
+            self._display.error("moesweep: could not write the record of %s %s to %s (%s); kept %s"
+                                % (record.get("host"), record.get("point"), sweep_dir, exc,
+                                   kept or "in this run's output: " + json.dumps(record, default=str)[:2000]))
             raise
+
+    @staticmethod
+    def _keep_elsewhere(record):
+        """Write a record that could not reach its sweep directory to a new private temporary directory."""
+        try:
+            directory = tempfile.mkdtemp(prefix="moesweep-unwritten-")
+            path = os.path.join(directory, "%s__%s.json" % (_safe(record.get("host")), _safe(record.get("point"))))
+            with open(path, "w") as fh:
+                json.dump(record, fh, indent=1, sort_keys=True, default=str)
+            os.chmod(path, FILE_MODE)
+            return path
+        except (IOError, OSError):
+            return None
 
     def _interrupted_record(self, sweep, host, point, started, status="interrupted", msg=None):
         return {
@@ -234,6 +248,15 @@ class CallbackModule(CallbackBase):
             if current:
                 self._drop_marker(current["marker"])
             self._progress(res.get("msg"))
+
+    def v2_runner_on_failed(self, result, ignore_errors=False):
+        # a record task that stopped the sweep because the results directory is not writable still carries it
+        res = _result_dict(result)
+        if res.get("moesweep_event") == "record" and res.get("moesweep_unwritable"):
+            try:
+                self.v2_runner_on_ok(result)
+            except (IOError, OSError):
+                pass
 
     def v2_runner_on_unreachable(self, result):
         host = _host_name(result)

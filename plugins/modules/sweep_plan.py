@@ -72,6 +72,10 @@ options:
     description: The benchmark settings (part of the sweep id).
     type: dict
     default: {}
+  numbers:
+    description: Settings that must be positive numbers (timeouts, lengths), by variable name; checked before any point.
+    type: dict
+    default: {}
   flags:
     description: The server role's common launch flags (for O(backends=compatible)).
     type: dict

@@ -13,6 +13,20 @@ def _refusal(msg, launch_plan=None):
                 alternatives=[], advice={}, forced=False, preflight_warnings=[], launch=launch_plan)
 
 
+# Addresses that accept connections from every interface (ServerArgs.host is handed to uvicorn as is).
+_ALL_INTERFACES = ("0.0.0.0", "::", "[::]", "")
+
+
+def public_bind_warning(host, port, api_key_set):
+    """A warning when the server listens on every interface without an API key (anyone who reaches the port
+    can use the model and its /flush_cache, /update_weights... endpoints), else None."""
+    if str(host) in _ALL_INTERFACES and not api_key_set:
+        return ("the server listens on all interfaces (--host %s, port %s) without --api-key: anyone who can reach "
+                "that port can use it; set sglang_server_api_key (vault it) or bind 127.0.0.1 "
+                "(sglang_server_flags.host)" % (host or "0.0.0.0", port))
+    return None
+
+
 def run_preflight(args, task_vars_facts=None):
     """Pure core shared with tests and the CLI: returns (result dict, failed bool)."""
     facts = args.get("gpu_facts") or task_vars_facts or {}
@@ -40,6 +54,9 @@ def run_preflight(args, task_vars_facts=None):
     warnings = list(verdict["warnings"])
     if not facts.get("sm"):
         warnings.append("no gpu_facts with an SM: architecture rules could not be checked")
+    public = public_bind_warning(plan["host"], plan["port"], bool(args.get("api_key_set")))
+    if public:
+        warnings.append(public)
     result = dict(
         changed=False,
         verdict=verdict["status"],

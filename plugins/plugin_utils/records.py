@@ -131,6 +131,24 @@ def check_settings(restore, reference_concurrency, concurrency, spread):
                         % (reference_concurrency, list(concurrency)))
 
 
+def check_numbers(numbers):
+    """Every named setting is a positive number (seconds, tokens, levels): ``-e sglang_server_ready_timeout=abc``
+    is refused here, naming the variable, before any role sees it."""
+    for name, value in sorted((numbers or {}).items()):
+        try:
+            ok = not isinstance(value, bool) and float(value) > 0
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise PlanError("%s=%r is not a positive number: give a number (seconds or tokens), e.g. -e %s=%s"
+                            % (name, value, name, _EXAMPLES.get(name, 60)))
+
+
+_EXAMPLES = {"sglang_server_ready_timeout": 1800, "sglang_server_stall_timeout": 600,
+             "sglang_server_release_timeout": 120, "sglang_server_health_timeout": 25,
+             "sglang_bench_level_timeout": 3600, "sglang_bench_input_len": 1024, "sglang_bench_output_len": 1024}
+
+
 def check_sweep_id(sweep_id):
     if not _SWEEP_ID_RE.match(str(sweep_id)):
         raise PlanError("sweep_id %r must be a plain name (letters, digits, . _ -; at most 128)" % (sweep_id,))

@@ -267,6 +267,10 @@ def events_from_runner(event: dict, state: dict) -> list[Event]:
     elif kind == "runner_on_failed" and not data.get("ignore_errors"):
         out.append(Event("failed", host=host, point=state.get(host), detail={"task": data.get("task"),
                                                                              "msg": res.get("msg")}))
+    elif kind in ("verbose", "error") and "ERROR" in (event.get("stdout") or ""):
+        # ansible's own errors outside any task: no host matched, a syntax error, an undefined variable
+        text = " ".join((event.get("stdout") or "").split())
+        out.append(Event("failed", detail={"task": None, "msg": text.replace("[ERROR]: ", "")}))
     elif kind == "runner_on_unreachable":
         out.append(Event("failed", host=host, point=state.get(host), detail={"task": data.get("task"),
                                                                              "msg": res.get("msg"),

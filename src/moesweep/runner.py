@@ -1,16 +1,10 @@
-"""Drive playbooks from Python with ansible-runner and pull the sweep-relevant results out of its
-event stream (by task action, never by parsing text)."""
+"""Per-host outcomes of one playbook run (the last result of each watched module, the first failed task),
+for tests and bench scripts. Runs through ``moesweep.api.run_playbook`` (one place that drives
+ansible-runner); reads task results by action, never by parsing text."""
 
 from __future__ import annotations
 
-import os
-import sys
-import tempfile
-import time
 from dataclasses import dataclass, field
-from pathlib import Path
-
-from moesweep._collection import REPO_ROOT
 
 # Results worth keeping, by the action that produced them.
 WATCHED_ACTIONS = {
@@ -18,6 +12,9 @@ WATCHED_ACTIONS = {
     "moesweep.sweep.sglang_preflight": "preflight",
     "moesweep.sweep.sglang_ready": "readiness",
     "moesweep.sweep.gpu_released": "released",
+    "moesweep.sweep.sglang_smoke": "smoke",
+    "moesweep.sweep.sglang_bench": "benchmark",
+    "moesweep.sweep.sweep_plan": "plan",
 }
 
 
@@ -37,25 +34,15 @@ class PlaybookRun:
     rc: int
     seconds: float
     hosts: dict[str, HostOutcome]
-    artifact_dir: str
 
 
-def run_playbook(
-    playbook: str,
-    extravars: dict | None = None,
-    inventory: str | None = None,
-    limit: str | None = None,
-    ident: str | None = None,
-    private_data_dir: str | None = None,
-    quiet: bool = True,
-    on_event=None,
-    cmdline_extra: list[str] | None = None,
-) -> PlaybookRun:
-    import ansible_runner
+def run_playbook(playbook: str, extravars: dict | None = None, inventory: str | None = None,
+                 limit: str | None = None, on_event=None) -> PlaybookRun:
+    from moesweep import api
 
     hosts: dict[str, HostOutcome] = {}
 
-    def handler(event: dict) -> bool:
+    def handler(event: dict) -> None:
         data = event.get("event_data") or {}
         host = data.get("host")
         kind = event.get("event")
@@ -78,43 +65,6 @@ def run_playbook(
                 out.failed_msg = res.get("msg")
         if on_event:
             on_event(event)
-        return True  # ansible-runner drops events unless the handler returns True
 
-    pdd = private_data_dir or tempfile.mkdtemp(prefix="moesweep-runner-")
-    envvars = {
-        "ANSIBLE_CONFIG": str(REPO_ROOT / "ansible.cfg"),
-        "ANSIBLE_DEPRECATION_WARNINGS": "False",
-        "ANSIBLE_NOCOLOR": "1",
-    }
-    # The ansible-playbook of this interpreter's environment first, whatever PATH says
-    # (ansible-runner looks the binary up in our own PATH).
-    bindir = os.path.dirname(sys.executable)
-    if os.path.exists(os.path.join(bindir, "ansible-playbook")):
-        path = os.environ.get("PATH", "")
-        if not path.startswith(bindir + os.pathsep):
-            os.environ["PATH"] = bindir + os.pathsep + path
-    cmdline = []
-    if inventory:
-        cmdline += ["-i", str(inventory)]
-    cmdline += list(cmdline_extra or [])
-    t0 = time.monotonic()
-    r = ansible_runner.run(
-        private_data_dir=pdd,
-        project_dir=str(REPO_ROOT),
-        playbook=str(REPO_ROOT / playbook) if not os.path.isabs(playbook) else playbook,
-        extravars=extravars or {},
-        limit=limit,
-        ident=ident,
-        envvars=envvars,
-        cmdline=" ".join(cmdline) or None,
-        event_handler=handler,
-        quiet=quiet,
-        suppress_env_files=True,
-    )
-    return PlaybookRun(
-        status=r.status,
-        rc=r.rc,
-        seconds=time.monotonic() - t0,
-        hosts=hosts,
-        artifact_dir=str(Path(pdd) / "artifacts" / (ident or r.config.ident)),
-    )
+    run = api.run_playbook(playbook, inventory=inventory, extravars=extravars, limit=limit, on_event=handler)
+    return PlaybookRun(status=run.status, rc=run.rc, seconds=run.seconds, hosts=hosts)

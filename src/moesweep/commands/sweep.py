@@ -182,6 +182,12 @@ def run(args) -> int:
                 raise BadInput(f"-e {clash}=... beside --backends: give the backends with --backends only")
         if args.results.exists() and not args.results.is_dir():
             raise BadInput(f"--results {args.results} is a file: give a directory")
+        from ansible_collections.moesweep.sweep.plugins.module_utils import secrets
+
+        for key in sorted(k for k in extra if secrets.is_secret_name(k)):
+            print(f"moesweep sweep: warning: -e {key}=... puts the secret in this command's argv, which any local user "
+                  "can read (/proc/PID/cmdline): pass it in a 0600 vars file (-e @FILE) or a vault instead",
+                  file=sys.stderr)
     except BadInput as exc:
         print(f"moesweep sweep: error: {exc}", file=sys.stderr)
         return EXIT_CANNOT_RUN
@@ -223,11 +229,12 @@ def report(args, result, failures) -> int:
         return EXIT_CANNOT_RUN
     points = [p for p in result.points]
     restore_failed = any(r.status != "passed" for r in result.restores)
+    unreachable = sorted({f.host for f in failures if f.detail.get("unreachable") and f.host})
     if result.interrupted or result.status == "canceled":
         code = EXIT_INTERRUPTED
     elif restore_failed:
         code = EXIT_RESTORE_FAILED
-    elif any(not p.passed for p in points):
+    elif any(not p.passed for p in points) or unreachable:
         code = EXIT_POINTS_FAILED
     elif not points:
         code = EXIT_CANNOT_RUN
@@ -249,6 +256,8 @@ def report(args, result, failures) -> int:
         print(summary.render_text(summary.summary_rows(recs)))
     for r in result.restores:
         print(f"{r.host}: left on {r.point or r.action} ({r.status}): {r.reason}")
+    for host in unreachable:
+        print(f"{host}: UNREACHABLE - its points did not run (check SSH to it)")
     print(f"results: {result.directory}")
     if code == EXIT_RESTORE_FAILED:
         print("moesweep sweep: the host is NOT on a known-good configuration: see the restore record", file=sys.stderr)

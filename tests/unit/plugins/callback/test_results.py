@@ -117,4 +117,6 @@ def test_a_write_that_fails_is_an_error_naming_the_record(cb, tmp_path):
         cb.v2_runner_on_ok(make_result({"moesweep_sweep": sweep, "moesweep_event": "record",
                                         "moesweep_record": {"host": "h1", "point": "a", "status": "passed"}}))
     assert cb.write_errors and sweep["dir"] in cb.write_errors[0]
-    assert any('"point": "a"' in line for line in cb._display.lines)
+    kept = [line.split("kept ", 1)[1] for line in cb._display.lines if "kept " in line]
+    assert kept and json.loads(open(kept[0]).read())["point"] == "a"
+    assert stat.S_IMODE(os.stat(kept[0]).st_mode) == 0o600

@@ -88,3 +88,14 @@ def test_systemd_words_are_escaped():
     lines = launch.systemd_exec_lines(["/p", "--a", "x y", "--b", "50%", "--c", "$HOME"])
     assert lines == ["/p", '--a "x y"', "--b 50%%", "--c $$HOME"]
     assert launch.shell_join(["a b", "--api-key", "${SGLANG_API_KEY}"]) == "'a b' --api-key ${SGLANG_API_KEY}"
+
+
+def test_public_bind_without_a_key_is_a_warning():
+    from ansible_collections.moesweep.sweep.plugins.plugin_utils import preflight
+
+    assert "without --api-key" in preflight.public_bind_warning("0.0.0.0", 8000, False)
+    assert preflight.public_bind_warning("0.0.0.0", 8000, True) is None
+    assert preflight.public_bind_warning("127.0.0.1", 8000, False) is None
+    result, failed = preflight.run_preflight({"backend": "triton", "sglang_version": "0.5.9",
+                                              "flags": {"model-path": "m", "host": "0.0.0.0", "port": 8000}})
+    assert not failed and any("all interfaces" in w for w in result["preflight_warnings"])

@@ -145,3 +145,12 @@ def test_restore_record_status():
     failed = records.build_restore_record({"action": "point", "readiness": {"state": "crashed", "cause": "oom"}})
     assert failed["status"] == "failed" and failed["cause"] == "oom"
     assert records.build_restore_record({"action": "previous", "previous_active": False})["status"] == "passed"
+
+
+def test_settings_that_must_be_numbers():
+    records.check_numbers({"sglang_server_ready_timeout": "1800", "sglang_bench_input_len": 32})
+    for bad in ("abc", 0, -5, True, None):
+        with pytest.raises(records.PlanError) as exc:
+            records.check_numbers({"sglang_server_ready_timeout": bad})
+        message = str(exc.value)
+        assert "sglang_server_ready_timeout" in message and "-e sglang_server_ready_timeout=1800" in message
