@@ -4,9 +4,9 @@ namespace each, reachable over real SSH at 10.213.I.2. The public API: :func:`up
 
 Each host boots the cached image read-only, carries the simulator payload read-only at
 ``/opt/moesweep-sim`` and its profile at ``/etc/moesweep-sim/profile.json`` (:mod:`.image`,
-:mod:`.nspawn`). A host reaches only the machine side of its own veth (10.213.I.1), where tests
-serve package indexes: no default route, like an air-gapped GPU VM reaching an internal mirror
-(:mod:`.network`). Nothing binds the machine's own port 22.
+:mod:`.nspawn`). A host reaches the machine side of its own veth (10.213.I.1), where tests serve
+package indexes, and the other hosts of its cluster, and nothing else: no default route, like an
+air-gapped GPU VM reaching an internal mirror (:mod:`.network`). Nothing binds the machine's own port 22.
 State and locking: :mod:`.state`; the inventory and what moesweep may overwrite or remove: :mod:`.inventory`.
 """
 
@@ -131,6 +131,7 @@ def up(
     try:
         for h in new:
             network.setup(h)
+        network.link_cluster(new, log=log)
         for h in new:
             nspawn.start(h, rootfs, payload)
         state.save_hosts(all_hosts + new)
@@ -161,7 +162,7 @@ def _stop(h: Host) -> None:
 @state.locked
 def down(cluster: str | None = "default", log=print) -> list[str]:
     """Power off the cluster's hosts (all clusters with ``cluster=None``). Idempotent: succeeds when
-    nothing runs, and also removes what an interrupted run left behind (netns, veth, state).
+    nothing runs, and also removes what an interrupted run left behind (netns, veth, rules, state).
     Removes nothing outside the state directory but the inventories `sim up` wrote for the cluster."""
     if cluster is not None:
         check_cluster_name(cluster)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -198,3 +199,94 @@ def test_an_inventory_from_an_older_sim_up_is_moesweeps_without_a_cluster(siminv
                                   "---\n# my notes\n# Written by `moesweep sim up`: SIMULATED GPU hosts\n"])
 def test_anything_else_is_not_moesweeps(siminv, text):
     assert not siminv.written_by_moesweep(text)
+
+
+# ------------------------------------------------------------------ the cluster's network (pure)
+
+# Recorded with iproute2 6.1.0 (Debian 12) in a scratch network namespace holding the rules `sim up` adds for
+# a two-host cluster (msw-vh2 deleted since: "iif_detached"), plus one rule that is not ours.
+IP_RULE_JSON = (
+    '[{"priority":0,"src":"all","table":"local"},{"priority":2130,"src":"all","dst":"10.213.2.2","iif":"msw-vh1",'
+    '"table":"main"},{"priority":2130,"src":"all","dst":"10.213.1.2","iif":"msw-vh2","iif_detached":null,'
+    '"table":"main"},{"priority":2131,"src":"all","iif":"msw-vh1","action":"unreachable"},{"priority":2131,'
+    '"src":"all","iif":"msw-vh2","iif_detached":null,"action":"unreachable"},{"priority":5000,"src":"all",'
+    '"dst":"10.9.0.0","dstlen":16,"iif":"eth0","iif_detached":null,"table":"100"},{"priority":32766,"src":"all",'
+    '"table":"main"},{"priority":32767,"src":"all","table":"default"}]'
+)
+# Recorded with iptables v1.8.9 (nf_tables), Debian 12, in a scratch network namespace: a DROP policy as Docker
+# sets it, one rule `sim up` inserts, one that is not ours.
+IPTABLES_S_FORWARD = (
+    "-P FORWARD DROP\n"
+    '-A FORWARD -s 10.213.1.2/32 -d 10.213.2.2/32 -i msw-vh1 -o msw-vh2 -m comment --comment "moesweep-sim mnode" '
+    "-j ACCEPT\n"
+    "-A FORWARD -i docker0 -o docker0 -j ACCEPT\n"
+)
+
+
+@pytest.fixture
+def net():
+    from moesweep.sim import network
+
+    return network
+
+
+def _hosts(*indices, cluster="mnode"):
+    from moesweep.sim.model import Host
+
+    return [Host(f"sim-{cluster}-{n}", i, cluster, "h200", 8, "0.5.9", [], "570.172.08")
+            for n, i in enumerate(indices, 1)]
+
+
+def test_each_host_gets_a_32_route_to_each_peer_through_its_own_gateway_only(net):
+    a, b, c = _hosts(4, 9, 17)
+    assert net.peer_routes(a, [a, b, c]) == [
+        ["-n", "moesweep-h4", "route", "add", "10.213.9.2/32", "via", "10.213.4.1", "dev", "msw-vc4"],
+        ["-n", "moesweep-h4", "route", "add", "10.213.17.2/32", "via", "10.213.4.1", "dev", "msw-vc4"],
+    ]
+    assert not any("default" in r for h in (a, b, c) for r in net.peer_routes(h, [a, b, c]))
+    assert net.peer_routes(a, [a]) == []
+
+
+def test_the_machine_routes_a_hosts_packets_to_its_peers_and_refuses_the_rest(net):
+    a, b = _hosts(4, 9)
+    assert net.machine_rules(a, [a, b]) == [
+        ["pref", "2130", "iif", "msw-vh4", "to", "10.213.9.2/32", "lookup", "main"],
+        ["pref", "2131", "iif", "msw-vh4", "unreachable"],
+    ]
+
+
+def test_firewall_rules_name_both_addresses_both_links_and_the_cluster(net):
+    a, b = _hosts(1, 2)
+    (spec,) = net.firewall_specs(a, [a, b], "mnode")
+    printed = next(line for line in IPTABLES_S_FORWARD.splitlines() if "moesweep-sim" in line)
+    # what `iptables -S` prints for the rule is the rule we insert
+    assert ["-A", *spec] == shlex.split(printed)
+
+
+def test_our_rules_are_found_in_ip_rule_output_and_others_are_not(net):
+    sels = [net.rule_selector(r) for r in net.parse_rules(IP_RULE_JSON)]
+    assert [s for s in sels if s] == [
+        ["pref", "2130", "iif", "msw-vh1", "to", "10.213.2.2/32", "lookup", "main"],
+        ["pref", "2130", "iif", "msw-vh2", "to", "10.213.1.2/32", "lookup", "main"],
+        ["pref", "2131", "iif", "msw-vh1", "unreachable"],
+        ["pref", "2131", "iif", "msw-vh2", "unreachable"],
+    ]
+    assert net.parse_rules("") == [] and net.parse_rules("not json") == []
+
+
+def test_the_forward_chain_policy_and_rules_are_read(net):
+    policy, rules = net.parse_forward_chain(IPTABLES_S_FORWARD)
+    assert policy == "DROP" and len(rules) == 2 and rules[1] == "-A FORWARD -i docker0 -o docker0 -j ACCEPT"
+    assert net.parse_forward_chain("-P FORWARD ACCEPT\n") == ("ACCEPT", [])
+
+
+def test_firewall_rules_of_one_link_are_found_for_removal(net, monkeypatch):
+    import subprocess as sp
+
+    monkeypatch.setattr(net.shutil, "which", lambda tool: f"/usr/sbin/{tool}")
+    monkeypatch.setattr(net, "run", lambda cmd, check=True: sp.CompletedProcess(cmd, 0, IPTABLES_S_FORWARD, ""))
+    expected = ["FORWARD", "-s", "10.213.1.2/32", "-d", "10.213.2.2/32", "-i", "msw-vh1", "-o", "msw-vh2",
+                "-m", "comment", "--comment", "moesweep-sim mnode", "-j", "ACCEPT"]
+    assert net._firewall_rules_of("msw-vh2") == [expected] == net._firewall_rules_of(None)
+    assert net._firewall_rules_of("msw-vh3") == []
+    assert net.forward_firewall() == "iptables"
