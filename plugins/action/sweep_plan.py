@@ -21,6 +21,8 @@ ARGUMENT_SPEC = dict(
     rerun=dict(type="bool", default=False),
     spread=dict(type="raw", default=False),
     hosts=dict(type="list", elements="str", default=[]),
+    host=dict(type="str"),
+    host_inputs=dict(type="dict", default={}),
     bench_settings=dict(type="dict", default={}),
     numbers=dict(type="dict", default={}),
     # what the host's point preflights need: the server role's launch inputs and the host's facts
@@ -38,6 +40,7 @@ ARGUMENT_SPEC = dict(
 def plan(args):
     """The sweep plan, or PlanError naming the problem."""
     points = records.parse_points(args.get("backend"), args.get("backends"))
+    requested = points if points == "compatible" else list(points)
     records.check_numbers(args.get("numbers"))
     concurrency = args["concurrency"]
     reference = args.get("reference_concurrency")
@@ -70,11 +73,34 @@ def plan(args):
         points = accepted
     else:
         records.check_points(points, overlays, schema_choices)
-    sweep_id = args.get("sweep_id") or records.sweep_id_for(points, args.get("hosts") or [], args.get("bench_settings"))
+    hosts = args.get("hosts") or []
+    sweep_id = args.get("sweep_id") or records.sweep_id_for(requested, hosts, args.get("bench_settings"))
     records.check_sweep_id(sweep_id)
+    mine, group = spread(points, args)
     return {"sweep_id": sweep_id, "results_dir": results_dir, "dir": os.path.join(results_dir, sweep_id),
-            "points": points, "restore": args["restore"], "reference_concurrency": reference,
+            "points": mine, "all_points": points, "spread": str(args["spread"]).lower(), "spread_group": group,
+            "restore": args["restore"], "reference_concurrency": reference,
             "rerun": bool(args["rerun"]), "sglang_version": version, "created": records.now_iso()}
+
+
+def spread(points, args):
+    """This host's share of the points and the hosts it shares them with (``records.spread_points``), from
+    the facts and provenance of every host that reached the plan (``host_inputs``, gathered before any host
+    plans, so every host deals the same hands)."""
+    host = args.get("host")
+    mode = str(args["spread"]).lower()
+    if mode in ("false", "no", "0") or not host:
+        return list(points), [host] if host else []
+    inputs = args.get("host_inputs") or {}
+    if host not in inputs:
+        raise records.PlanError("spread=%s: host_inputs has no entry for %s (the facts play did not run there)"
+                                % (mode, host))
+    missing = sorted(h for h, value in inputs.items() if not (value or {}).get("gpu_facts"))
+    if missing:
+        raise records.PlanError("spread=%s needs every host's GPU facts, but %s has none: check that the host is "
+                                "reachable and that nvidia-smi works there" % (mode, ", ".join(missing)))
+    comparable = {h: records.comparable_facts(v["gpu_facts"], v.get("provenance")) for h, v in inputs.items()}
+    return records.spread_points(points, comparable, host, mode)
 
 
 class ActionModule(ActionBase):

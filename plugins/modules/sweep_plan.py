@@ -17,7 +17,7 @@ description:
   - With O(backends=compatible) the points are every choice the preflight (M(moesweep.sweep.sglang_preflight))
     accepts for the host's facts and launch flags.
   - The sweep id is stable for the same points, hosts and benchmark settings, so running the same sweep again
-    resumes it.
+    resumes it. Every host of a spread sweep gets the same id, so all records land in one C(points.jsonl).
   - Returns RV(moesweep_sweep), also set as the fact RV(ansible_facts.moesweep_sweep).
 version_added: 0.1.0
 author:
@@ -60,14 +60,28 @@ options:
     type: bool
     default: false
   spread:
-    description: Spread the points over the hosts (V(true), V(false), V(by_facts)).
+    description:
+      - V(false) - every host runs every point. V(true) - each point runs on one host, the points dealt over the
+        hosts in inventory-name order, after checking that the hosts are comparable (GPU models and count,
+        driver, interconnect, virtualization kind, stack lock hash); a difference is refused naming the fact and
+        the hosts. V(by_facts) - the hosts are grouped by identical facts and the points are dealt within each
+        group (every group runs every point).
     type: raw
     default: false
   hosts:
-    description: The play's hosts (part of the sweep id).
+    description: The hosts the play targets (part of the sweep id).
     type: list
     elements: str
     default: []
+  host:
+    description: The host being planned (its share of the points when O(spread) is on).
+    type: str
+  host_inputs:
+    description:
+      - The C(gpu_facts) and C(provenance) of every host that reached the plan, by host name, gathered before any
+        host plans; the hosts O(spread) deals the points to, and what it compares.
+    type: dict
+    default: {}
   bench_settings:
     description: The benchmark settings (part of the sweep id).
     type: dict
@@ -130,13 +144,25 @@ EXAMPLES = r"""
     backends: [flashinfer_trtllm, flashinfer_cutedsl, flashinfer_cutlass, triton]
     results_dir: "{{ playbook_dir }}/../results"
     gpu_facts: "{{ ansible_facts.moesweep_gpu }}"
+
+- name: Plan a sweep spread over comparable hosts (each point on one host)
+  moesweep.sweep.sweep_plan:
+    backends: [flashinfer_cutedsl, flashinfer_cutlass, triton]
+    results_dir: "{{ playbook_dir }}/../results"
+    spread: true
+    hosts: "{{ ansible_play_hosts_all }}"
+    host: "{{ inventory_hostname }}"
+    host_inputs: "{{ dict(ansible_play_hosts | zip(ansible_play_hosts | map('extract', hostvars, 'moesweep_sweep_inputs'))) }}"
+    gpu_facts: "{{ ansible_facts.moesweep_gpu }}"
 """
 
 RETURN = r"""
 moesweep_sweep:
   description:
-    - The plan - C(sweep_id), C(results_dir), C(dir), C(points), C(restore), C(reference_concurrency), C(rerun),
-      C(sglang_version) and C(created) (when it was planned, ISO 8601).
+    - The plan - C(sweep_id), C(results_dir), C(dir), C(points) (this host's points), C(all_points) (the sweep's
+      points before any spread), C(spread), C(spread_group) (the hosts this host shares the points with),
+      C(restore), C(reference_concurrency), C(rerun), C(sglang_version) and C(created) (when it was planned,
+      ISO 8601).
   returned: success
   type: dict
   sample: {"sweep_id": "sweep-3f2a9c1b0d4e", "points": ["flashinfer_cutlass", "triton"], "restore": "best"}

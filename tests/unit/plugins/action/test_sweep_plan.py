@@ -56,3 +56,41 @@ def test_compatible_is_what_the_preflight_accepts(tmp_path):
     res = run(tmp_path, backends="compatible")
     points = res["moesweep_sweep"]["points"]
     assert "flashinfer_cutlass" in points and "flashinfer_trtllm" not in points
+
+
+def _inputs(*names, **differ):
+    facts = {"gpu_models": ["NVIDIA RTX PRO 6000 Blackwell Server Edition"], "gpu_count": 8,
+             "driver_version": "580.159.04", "interconnect": "pcie-phb", "virtualization": {"kind": "vm"}}
+    out = {n: {"gpu_facts": dict(facts), "provenance": {"lock_sha256": "abc"}} for n in names}
+    for name, over in differ.items():
+        out[name]["gpu_facts"].update(over)
+    return out
+
+
+def test_spread_deals_every_point_once_with_one_sweep_id(tmp_path):
+    points = ["flashinfer_cutedsl", "flashinfer_cutlass", "triton", "deep_gemm"]
+    hosts = ["h1", "h2", "h3", "h4"]
+    plans = [run(tmp_path, backends=points, spread=True, hosts=hosts, host=h, host_inputs=_inputs(*hosts))
+             ["moesweep_sweep"] for h in hosts]
+    assert sorted(p for plan in plans for p in plan["points"]) == sorted(points)
+    assert all(len(plan["points"]) == 1 and plan["all_points"] == points for plan in plans)
+    assert len({plan["sweep_id"] for plan in plans}) == 1 and plans[0]["spread_group"] == hosts
+
+
+def test_spread_refuses_a_host_whose_facts_differ_by_name(tmp_path):
+    res = run(tmp_path, backends=["triton", "flashinfer_cutlass"], spread="true", hosts=["a", "b"], host="a",
+              host_inputs=_inputs("a", "b", b={"gpu_count": 4}))
+    assert res["failed"] and "gpu_count differs" in res["msg"] and "a has 8" in res["msg"] and "b has 4" in res["msg"]
+
+
+def test_spread_needs_every_hosts_facts(tmp_path):
+    inputs = _inputs("a", "b")
+    inputs["b"]["gpu_facts"] = {}
+    res = run(tmp_path, backend="triton", spread=True, hosts=["a", "b"], host="a", host_inputs=inputs)
+    assert res["failed"] and "b has none" in res["msg"]
+
+
+def test_spread_false_runs_everything_everywhere(tmp_path):
+    plan = run(tmp_path, backends=["triton", "flashinfer_cutlass"], hosts=["a", "b"], host="b",
+               host_inputs=_inputs("a", "b"))["moesweep_sweep"]
+    assert plan["points"] == ["triton", "flashinfer_cutlass"] and plan["spread"] == "false"

@@ -154,3 +154,39 @@ def test_settings_that_must_be_numbers():
             records.check_numbers({"sglang_server_ready_timeout": bad})
         message = str(exc.value)
         assert "sglang_server_ready_timeout" in message and "-e sglang_server_ready_timeout=1800" in message
+
+
+def _facts(**over):
+    base = {"gpu_models": ["NVIDIA RTX PRO 6000 Blackwell Server Edition"], "gpu_count": 8,
+            "driver_version": "570.172.08", "interconnect": "pcie-phb", "virtualization": {"kind": "vm"}}
+    base.update(over)
+    return records.comparable_facts(base, {"lock_sha256": "abc"})
+
+
+def test_spread_over_comparable_hosts_runs_each_point_once():
+    hosts = {f"h{i}": _facts() for i in range(1, 5)}
+    points = ["a", "b", "c", "d", "e"]
+    got = {h: records.spread_points(points, hosts, h, "true")[0] for h in hosts}
+    assert sorted(p for ps in got.values() for p in ps) == points
+    assert got == {"h1": ["a", "e"], "h2": ["b"], "h3": ["c"], "h4": ["d"]}
+    assert records.spread_points(points, hosts, "h2", "false") == (points, ["h2"])
+
+
+def test_spread_refuses_hosts_that_differ_naming_the_fact_and_the_hosts():
+    hosts = {"h1": _facts(), "h2": _facts(driver_version="580.159.04")}
+    with pytest.raises(records.PlanError) as exc:
+        records.spread_points(["a", "b"], hosts, "h1", "true")
+    message = str(exc.value)
+    assert "driver_version differs" in message and "h1" in message and "h2" in message and "by_facts" in message
+
+
+def test_spread_by_facts_groups_identical_hosts():
+    hosts = {"a1": _facts(), "a2": _facts(), "b1": _facts(gpu_count=4)}
+    assert records.spread_points(["x", "y"], hosts, "a1", "by_facts") == (["x"], ["a1", "a2"])
+    assert records.spread_points(["x", "y"], hosts, "a2", "by_facts") == (["y"], ["a1", "a2"])
+    assert records.spread_points(["x", "y"], hosts, "b1", "by_facts") == (["x", "y"], ["b1"])
+
+
+def test_a_host_the_spread_gave_no_point_is_left_alone():
+    choice = records.choose_restore([], "h5", "best", 8, {"unit": True, "active": True}, [])
+    assert choice["action"] == "none" and "no point" in choice["reason"]
