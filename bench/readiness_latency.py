@@ -7,7 +7,7 @@ loop (grep the log every 5 s) measured on the same restarts.
 
 Delays compare the journal's own timestamp of the decisive line with the wall-clock time at which
 each watcher reached its verdict; both clocks are the same kernel's (the host is a container).
-Goal (issue 5): crash <= 1 s, ready <= 0.5 s.
+Goal: crash <= 1 s, ready <= 0.5 s.
 """
 
 from __future__ import annotations

@@ -161,7 +161,7 @@ def sim_clusters(tmp_path_factory):
 @pytest.fixture(scope="session")
 def sim_hosts(sim_clusters) -> SimCluster:
     """Two simulated 8x RTX PRO 6000 (SM120) hosts with sglang 0.5.9 and CUDA 12.8 + 13.1 toolkits,
-    the seeds' VM. Shared by the session: tests must leave them as they found them."""
+    like the example inventory's VM. Shared by the session: tests must leave them as they found them."""
     return sim_clusters("shared", hosts=2)
 
 

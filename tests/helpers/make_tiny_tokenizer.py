@@ -6,7 +6,7 @@ Vocabulary: <pad> <unk> <s> </s>, a few English words, the filler words w000..w3
 simulated SGLang server generates, a-z, 0-9 and punctuation.  Lowercase normalizer, WhitespaceSplit
 pre-tokenizer, WordPiece decoder (joins tokens with spaces), so decode -> encode round-trips and
 one word is one token.  tokenizer_config.json names PreTrainedTokenizerFast, which both
-transformers 4.x (pinned by sglang 0.5.9) and 5.x load (see /work/shared/docs/real-peers.md §0).
+transformers 4.x (pinned by sglang 0.5.9) and 5.x load.
 """
 
 from __future__ import annotations

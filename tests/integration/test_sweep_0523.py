@@ -1,4 +1,4 @@
-"""The seeds' launch line against a simulated host that emulates sglang 0.5.23: the preflight names
+"""The default GLM-5-NVFP4 launch line against a simulated host that emulates sglang 0.5.23: the preflight names
 every flag that version rejects (before anything is written), and the corrected overlay runs."""
 
 from __future__ import annotations

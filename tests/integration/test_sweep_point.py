@@ -116,7 +116,7 @@ def test_preflight_refuses_trtllm_on_sm120_before_touching_the_running_server(ho
 
 
 def test_seed_launch_line_health_sequence_and_clean_stop(host):
-    """The seeds' GLM-5-NVFP4 line with flashinfer_cutlass under the unit: /health goes
+    """The default GLM-5-NVFP4 line with flashinfer_cutlass under the unit: /health goes
     refused -> 503 -> 200 (observed from outside, over the host's address), and stop exits 0."""
     run, out = sweep(host, "flashinfer_cutlass")
     assert out.results["readiness"]["state"] == "ready", out.failed_msg
