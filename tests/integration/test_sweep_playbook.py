@@ -40,8 +40,9 @@ def playbook(cluster, settings, *args, check=False):
 
 
 def records(results: Path, kind="point"):
+    """Every record of ``kind`` under ``results``, the sweep written last coming last (one file per sweep id)."""
     out = []
-    for f in sorted(results.glob("*/points.jsonl")):
+    for f in sorted(results.glob("*/points.jsonl"), key=lambda f: f.stat().st_mtime_ns):
         for line in f.read_bytes().split(b"\n"):
             if line.strip():
                 rec = json.loads(line)  # every line parses: nothing is ever torn
@@ -112,7 +113,7 @@ def test_rerunning_the_sweep_resumes_without_running_finished_points(bench_clust
     before = records(settings[1])
     proc = playbook(bench_cluster, settings, "-e", "backends=" + ",".join(BACKENDS))
     after = records(settings[1])
-    new = after[len(before):]
+    new = [r for r in after if r not in before]
     # only the refused point runs again (it never passed); the passed ones are skipped, nothing restarts
     assert [r["point"] for r in new] == ["flashinfer_trtllm"], [r["point"] for r in new]
     assert proc.stdout.count("already passed with this configuration") == 3
