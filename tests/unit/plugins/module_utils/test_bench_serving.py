@@ -54,13 +54,10 @@ def test_level_command_is_the_real_cli():
 def test_level_arguments_parse_with_the_real_client_parser():
     """Every option moesweep passes exists in the real bench_serving 0.5.9 parser (read from the wheel)."""
     import ast
-    import zipfile
-    from pathlib import Path
 
-    wheels = sorted(Path("~/.cache/moesweep/wheels").expanduser().glob("sglang-0.5.9-*.whl"))
-    if not wheels:
-        pytest.skip("the sglang 0.5.9 wheel is downloaded by tests/simulator/test_log_templates.py")
-    src = zipfile.ZipFile(wheels[0]).read("sglang/bench_serving.py").decode()
+    from simulator.real_wheels import source
+
+    src = source("sglang==0.5.9", "sglang/bench_serving.py")
     options = {n.args[0].value for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Call)
                and getattr(n.func, "attr", "") == "add_argument" and n.args and isinstance(n.args[0], ast.Constant)}
     argv = bs.level_argv("py", "http://h:1", "m", "/t", 1, 16, "/o", dataset_path="/d")
