@@ -40,7 +40,8 @@ def register(sub) -> None:
     d.add_argument("--all", action="store_true", help="every cluster, and leftovers of interrupted runs")
     d.set_defaults(func=_down)
     st = s.add_parser("status", help="list simulated hosts")
-    st.add_argument("--json", action="store_true", help="print the hosts as JSON (name, address, GPU, sglang, toolkits, state, ssh, cluster)")
+    st.add_argument("--json", action="store_true",
+                    help="print the hosts as JSON (name, address, GPU, sglang, toolkits, state, ssh, cluster)")
     st.set_defaults(func=_status)
 
 
