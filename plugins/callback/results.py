@@ -197,9 +197,8 @@ class CallbackModule(CallbackBase):
         try:
             directory = tempfile.mkdtemp(prefix="moesweep-unwritten-")
             path = os.path.join(directory, "%s__%s.json" % (_safe(record.get("host")), _safe(record.get("point"))))
-            with open(path, "w") as fh:
+            with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE), "w") as fh:
                 json.dump(record, fh, indent=1, sort_keys=True, default=str)
-            os.chmod(path, FILE_MODE)
             return path
         except (IOError, OSError):
             return None

@@ -219,6 +219,10 @@ def run(args) -> int:
     return report(args, result, failures)
 
 
+# The playbook's last task, which fails when any point did not pass: the table says the same.
+CLOSING_TASK = "Say which points did not pass"
+
+
 def report(args, result, failures) -> int:
     from ansible_collections.moesweep.sweep.plugins.plugin_utils import summary
 
@@ -240,9 +244,12 @@ def report(args, result, failures) -> int:
         code = EXIT_CANNOT_RUN
     else:
         code = EXIT_OK
+    # What failed outside every point (the host's sweep lock, its facts, ansible itself): no record says it.
+    errors = [": ".join(x for x in (f.host, f.detail.get("task"), f.detail["msg"]) if x) for f in failures
+              if not f.point and f.detail.get("msg") and not (f.detail.get("task") or "").startswith(CLOSING_TASK)]
     if args.json:
         print(json.dumps({"sweep_id": result.sweep_id, "results": str(result.directory), "exit": code,
-                          "interrupted": result.interrupted,
+                          "interrupted": result.interrupted, "errors": errors,
                           "points": [{"host": p.host, "point": p.point, "backend": p.backend, "status": p.status,
                                       "cause": p.cause, "simulated": p.simulated,
                                       "levels": [{"concurrency": lv.concurrency, "ok": lv.ok,
@@ -259,6 +266,8 @@ def report(args, result, failures) -> int:
     for host in unreachable:
         print(f"{host}: UNREACHABLE - its points did not run (check SSH to it)")
     print(f"results: {result.directory}")
+    for text in errors:
+        print(f"moesweep sweep: error: {text}", file=sys.stderr)
     if code == EXIT_RESTORE_FAILED:
         print("moesweep sweep: the host is NOT on a known-good configuration: see the restore record", file=sys.stderr)
     if code == EXIT_INTERRUPTED:

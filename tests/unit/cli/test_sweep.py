@@ -87,3 +87,17 @@ def test_help_documents_the_exit_codes(capsys):
     for code in ("0  every point passed", "1  the sweep ran", "2  the sweep could not run", "3  the points",
                  "130 interrupted"):
         assert code in out
+
+
+def test_a_failure_outside_every_point_is_said(capsys):
+    # the host's sweep lock held by another sweep: the plan exists, no point ran, no record says why
+    result = api.SweepResult("s", Path("/r/s"), [], [], interrupted=False, status="failed")
+    held = api.Event("failed", host="h1", detail={"task": "Take the host's sweep lock",
+                                                   "msg": "h1 is being swept by alice@laptop since 12:00"})
+    closing = api.Event("failed", host="h1", detail={"task": "Say which points did not pass (...)", "msg": "1 of 1"})
+    assert sweep.report(SimpleNamespace(json=False), result, [held, closing]) == 2
+    err = capsys.readouterr().err
+    assert "h1: Take the host's sweep lock: h1 is being swept by alice@laptop since 12:00" in err
+    assert "1 of 1" not in err
+    assert sweep.report(ARGS, result, [held, closing]) == 2
+    assert '"errors": [' in capsys.readouterr().out

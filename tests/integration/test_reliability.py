@@ -1,0 +1,338 @@
+"""Reliability and security as a skeptical user tries them, on one simulated SM120 host: results that never lie,
+a sweep that stops when told, secrets that stay secret, and bad input refused before it hurts. One test per
+behaviour; the README's reliability table lists each with its test (items 14-16 of that table are tested in
+tests/unit/cli/ and tests/integration/test_sim_hosts.py, which the table names).
+
+The host is not provisioned with a benchmark client: a point here ends after its smoke check, which is where
+these behaviours live. The simulator runs at a time scale of 0.1 (SIM_FAST) unless a test needs a slow start."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO, SIM_FAST, point_records, sweep_point
+
+from moesweep.runner import run_playbook
+
+pytestmark = pytest.mark.hosts
+
+HF_TOKEN = "hf_mOeSwEePtEsTtOkEn0123456789abcdef"
+API_KEY = "sk-moesweep-test-api-key-0123456789"
+ENV_TOKEN = "hf_eNvTokenThroughExtraEnvironment42"
+SECRETS = (HF_TOKEN, API_KEY, ENV_TOKEN)
+MOESWEEP = str(Path(sys.executable).parent / "moesweep")
+
+
+@pytest.fixture(scope="module")
+def host(sim_clusters):
+    cluster = sim_clusters("reliable", hosts=1)
+    yield cluster
+    cluster.sh(cluster.names[0], "systemctl stop sglang.service; systemctl reset-failed sglang.service; "
+               "rm -f /var/lib/moesweep/sweep.lock", timeout=60)
+
+
+def serving(cluster, backend="flashinfer_cutlass"):
+    """Put the host on a known-good point (the state a user's host is in before a sweep)."""
+    run, out = sweep_point(cluster, backend)
+    assert run.rc == 0 and out.results["readiness"]["state"] == "ready", out.failed_msg
+    return state(cluster)
+
+
+def state(cluster):
+    h = cluster.names[0]
+    unit = cluster.sh(h, "md5sum /etc/systemd/system/sglang.service 2>/dev/null").stdout
+    show = cluster.sh(h, "systemctl show sglang.service -p MainPID,ActiveState,ExecStart --value").stdout
+    return unit, show
+
+
+def backend_of(cluster):
+    line = cluster.sh(cluster.names[0], "systemctl show sglang.service -p ExecStart --value").stdout
+    return line.split("--moe-runner-backend ")[1].split()[0]
+
+
+def settings_file(tmp_path: Path, **more) -> Path:
+    values = {"sglang_server_extra_environment": dict(SIM_FAST), "sglang_server_stall_timeout": 5,
+              "sglang_server_ready_timeout": 120, "sglang_bench_enabled": False}
+    for key, value in more.items():
+        if isinstance(value, dict) and isinstance(values.get(key), dict):
+            values[key] = {**values[key], **value}
+        else:
+            values[key] = value
+    path = tmp_path / f"settings-{len(list(tmp_path.glob('settings-*')))}.json"
+    path.write_text(json.dumps(values))
+    path.chmod(0o600)
+    return path
+
+
+def cli(cluster, results: Path, *args, settings: Path, **popen):
+    argv = [MOESWEEP, "sweep", "-i", str(cluster.inventory), "--results", str(results), "--no-progress",
+            "-e", f"@{settings}", *args]
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1")
+    return subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, **popen)
+
+
+def lines(results: Path, kind=None):
+    out = []
+    for f in sorted(results.glob("*/points.jsonl"), key=lambda f: f.stat().st_mtime_ns):
+        for raw in f.read_bytes().split(b"\n"):
+            if raw.strip():
+                rec = json.loads(raw)  # every line parses: nothing is ever torn
+                if kind is None or rec["kind"] == kind:
+                    out.append(rec)
+    return out
+
+
+def wait_for(predicate, timeout=120.0, what="the condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+# ------------------------------------------------------------------------------------------------ results that lie
+
+
+@pytest.mark.parametrize("extra", [
+    {"sglang_server_backend": "triton"},
+    {"sglang_server_extra_flags": {"moe-runner-backend": "triton"}},
+], ids=["backend-variable", "extra-flag"])
+def test_1_a_point_whose_variables_contradict_its_name_is_refused_before_anything_restarts(host, extra):
+    before = serving(host)
+    run, out = sweep_point(host, "flashinfer_cutedsl", **extra)
+    assert run.rc != 0 and "flashinfer_cutedsl" in out.failed_msg and "triton" in out.failed_msg, out.failed_msg
+    assert state(host) == before and backend_of(host) == "flashinfer_cutlass"
+    rec = point_records(host, "flashinfer_cutedsl")[-1]
+    assert rec["status"] == "refused" and rec["readiness"] == {}
+
+
+def test_1_the_record_names_the_backend_the_unit_runs(host):
+    run, out = sweep_point(host, "triton")
+    rec = point_records(host, "triton")[-1]
+    assert rec["status"] == "passed" and rec["backend"] == "triton" == backend_of(host)
+    assert "--moe-runner-backend triton" in " ".join(rec["launch"]["argv"])
+
+
+def test_2_a_failed_restore_is_an_error_the_exit_code_carries(host, tmp_path):
+    # the host runs a configuration that hangs in CUDA graph capture; restore=previous puts it back, and fails
+    run, out = sweep_point(host, "flashinfer_cutlass", env={"MOESWEEP_SIM_FAULT": "hang_capture"})
+    assert out.results["readiness"]["state"] == "hang"
+    proc = cli(host, tmp_path, "--backends", "triton", "--restore", "previous", settings=settings_file(tmp_path))
+    text = proc.communicate(timeout=600)[0]
+    assert proc.returncode == 3, text[-3000:]
+    restore = lines(tmp_path, "restore")[-1]
+    assert restore["action"] == "previous" and restore["status"] != "passed", restore
+    assert lines(tmp_path, "point")[-1]["status"] == "passed"
+    assert "server left on" not in text
+
+
+def test_3_a_sweep_where_nothing_becomes_ready_brings_back_what_served_before(host, tmp_path):
+    serving(host, "flashinfer_cutlass")
+    results = tmp_path / "results"
+    run, out = sweep_point(host, "flashinfer_cutedsl", env={"MOESWEEP_SIM_FAULT": "oom_kv"}, restore="best",
+                           results_dir=results)
+    points = lines(results, "point")
+    assert [p["status"] for p in points] == ["crashed"] and points[0]["cause"] == "oom"
+    restore = lines(results, "restore")[-1]
+    assert restore["action"] == "previous" and restore["status"] == "passed", restore
+    assert "before the sweep" in restore["reason"]
+    assert backend_of(host) == "flashinfer_cutlass" and "active" in state(host)[1]
+
+
+@pytest.mark.parametrize("fault,status", [("crash_after_ready", "crashed"), ("garbage", "bad_output")])
+def test_4_a_server_that_dies_or_talks_garbage_after_ready_is_not_a_passed_point(host, tmp_path, fault, status):
+    results = tmp_path / "results"
+    run, out = sweep_point(host, "flashinfer_cutlass", env={"MOESWEEP_SIM_FAULT": fault}, results_dir=results)
+    rec = lines(results, "point")[-1]
+    assert rec["readiness"]["state"] == "ready" and rec["status"] == status, (rec["status"], rec.get("failed_msg"))
+    if fault == "crash_after_ready":
+        crash = rec["smoke"]["crash"]
+        assert "illegal memory access" in crash["decisive_line"] and crash.get("state") == "crashed", crash
+    else:
+        assert rec["smoke"]["answers"] and rec["smoke"]["reasons"], rec["smoke"]
+    assert rec.get("benchmark") in (None, {}) or not rec["benchmark"].get("levels")
+
+
+@pytest.mark.parametrize("wedge", ["sigstop"])
+def test_5_a_wedged_server_is_seen_as_not_serving_and_restarted(host, wedge):
+    serving(host, "flashinfer_cutlass")
+    h = host.names[0]
+    pid = host.sh(h, "systemctl show sglang.service -p MainPID --value").stdout.strip()
+    host.sh(h, f"kill -STOP {pid}", timeout=10)
+    try:
+        judged = run_playbook("tests/integration/playbooks/ready_check.yml", inventory=str(host.inventory))
+        verdict = judged.hosts[h].results["readiness"]
+        assert verdict["state"] in ("hang", "crashed") and verdict.get("phase") == "serving", verdict
+        # the same point again (nothing in its unit changed): the wedged server is restarted, not trusted
+        run, out = sweep_point(host, "flashinfer_cutlass", sglang_server_health_timeout=3)
+        assert run.rc == 0 and out.results["readiness"]["state"] == "ready", out.failed_msg
+        new = host.sh(h, "systemctl show sglang.service -p MainPID --value").stdout.strip()
+        assert new != pid
+    finally:
+        host.sh(h, f"kill -CONT {pid} 2>/dev/null; true", timeout=10)
+
+
+def test_6_a_mem_fraction_above_one_is_refused_before_anything_restarts(host):
+    before = state(host)
+    run, out = sweep_point(host, "flashinfer_cutlass", sglang_server_extra_flags={"mem-fraction-static": 1.5})
+    assert run.rc != 0 and "mem-fraction-static" in out.failed_msg and "(0, 1]" in out.failed_msg, out.failed_msg
+    assert state(host) == before
+
+
+# ------------------------------------------------------------------------------------------------ stops when told
+
+
+def test_7_one_ctrl_c_stops_after_the_step_records_interrupted_and_restores(host, tmp_path):
+    serving(host, "flashinfer_cutlass")
+    slow = settings_file(tmp_path, sglang_server_extra_environment={"MOESWEEP_SIM_TIME_SCALE": "0.5"})
+    proc = cli(host, tmp_path, "--backends", "triton,flashinfer_cutedsl", "--rerun", settings=slow)
+    wait_for(lambda: list(tmp_path.glob("*/.inflight/*__triton.json")), what="the first point to start")
+    time.sleep(3)  # the server is restarting
+    os.killpg(proc.pid, signal.SIGINT)
+    text = proc.communicate(timeout=600)[0]
+    assert proc.returncode == 130, text[-3000:]
+    points = lines(tmp_path, "point")
+    assert [p["point"] for p in points] == ["triton"] and points[0]["status"] == "interrupted", points
+    assert points[0]["launch"]["argv"]  # what had happened before the stop is kept
+    restore = lines(tmp_path, "restore")
+    assert restore and restore[-1]["status"] == "passed", restore
+    assert "active" in state(host)[1]
+
+
+def test_7_a_second_ctrl_c_stops_at_once_without_a_torn_file(host, tmp_path):
+    slow = settings_file(tmp_path, sglang_server_extra_environment={"MOESWEEP_SIM_TIME_SCALE": "1.0"})
+    proc = cli(host, tmp_path, "--backends", "triton,flashinfer_cutedsl", "--rerun", settings=slow)
+    wait_for(lambda: list(tmp_path.glob("*/.inflight/*__triton.json")), what="the first point to start")
+    time.sleep(2)
+    os.killpg(proc.pid, signal.SIGINT)
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)
+    proc.communicate(timeout=120)
+    assert time.monotonic() - t0 < 30 and proc.returncode == 130
+    points = lines(tmp_path, "point")  # parses line by line: nothing torn
+    # Stopped at once, the playbook may not get to record the point; its in-flight marker stays for the next run.
+    assert [p["status"] for p in points] in ([], ["interrupted"]), points
+    if not points:
+        assert list(tmp_path.glob("*/.inflight/*__triton.json"))
+    # the next run of the same command records the interrupted point (if it was not) and completes the sweep
+    proc = cli(host, tmp_path, "--backends", "triton,flashinfer_cutedsl", settings=settings_file(tmp_path))
+    text = proc.communicate(timeout=600)[0]
+    assert proc.returncode == 0, text[-3000:]
+    statuses = [(p["point"], p["status"]) for p in lines(tmp_path, "point")]
+    assert statuses.count(("triton", "interrupted")) == 1, statuses
+    assert statuses[-2:] == [("triton", "passed"), ("flashinfer_cutedsl", "passed")], statuses
+    assert not list(tmp_path.glob("*/.inflight/*.json"))
+
+
+def test_8_a_second_sweep_on_the_same_host_is_refused_naming_who_holds_it(host, tmp_path):
+    first_dir, second_dir = tmp_path / "first", tmp_path / "second"
+    slow = settings_file(tmp_path, sglang_server_extra_environment={"MOESWEEP_SIM_TIME_SCALE": "0.5"})
+    first = cli(host, first_dir, "--backends", "triton", "--rerun", settings=slow)
+    wait_for(lambda: list(first_dir.glob("*/.inflight/*__triton.json")), what="the first sweep's point")
+    try:
+        second = cli(host, second_dir, "--backends", "flashinfer_cutedsl", "--rerun",
+                     settings=settings_file(tmp_path))
+        text = second.communicate(timeout=300)[0]
+    finally:
+        out = first.communicate(timeout=600)[0]  # the first sweep ends whatever the second did
+    assert second.returncode == 2, text[-3000:]
+    words = " ".join(text.split())
+    assert "is being swept by" in words and "since" in words and "sweep-" in words, words[-2000:]
+    assert lines(second_dir, "point") == []
+    assert first.returncode == 0, out[-3000:]
+    assert [p["status"] for p in lines(first_dir, "point")] == ["passed"]
+
+
+def test_9_results_that_turn_read_only_stop_the_sweep_and_keep_the_record(host, tmp_path):
+    results = tmp_path / "ro"
+    results.mkdir()
+    subprocess.run(["mount", "--bind", str(results), str(results)], check=True)
+    try:
+        proc = cli(host, results, "--backends", "triton,flashinfer_cutedsl", "--rerun",
+                   settings=settings_file(tmp_path, sglang_server_extra_environment={
+                       "MOESWEEP_SIM_TIME_SCALE": "0.3"}))
+        wait_for(lambda: list(results.glob("*/.inflight/*__triton.json")), what="the first point to start")
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(results)], check=True)
+        text = proc.communicate(timeout=600)[0]
+    finally:
+        subprocess.run(["umount", str(results)], check=False)
+    assert proc.returncode not in (0, 130), text[-3000:]
+    words = " ".join(text.split())
+    assert "Traceback" not in text and "moesweep-unwritten-" in words, words[-3000:]
+    kept = [w.strip(".,;:()'\"") for w in words.split() if "moesweep-unwritten-" in w]
+    path = Path(kept[0])
+    assert path.is_file() and oct(path.stat().st_mode & 0o777) == "0o600", kept
+    kept_record = json.loads(path.read_text())  # the record that could not reach the results, whole
+    assert kept_record["kind"] == "point" and kept_record["point"] == "triton", kept_record
+    assert kept_record["status"] == "passed" and kept_record["readiness"]["state"] == "ready", kept_record["status"]
+    # the sweep stopped: the second point never started (nothing of it was kept either)
+    assert not list(path.parent.parent.glob("moesweep-unwritten-*/*__flashinfer_cutedsl.json"))
+    assert "flashinfer_cutedsl: started" not in words
+
+
+# ------------------------------------------------------------------------------------------------ secrets
+
+
+def test_10_11_12_secrets_never_reach_a_record_an_artifact_the_output_or_a_readable_file(host, tmp_path):
+    secrets = tmp_path / "secrets.yml"
+    secrets.write_text(f"sglang_server_hf_token: {HF_TOKEN}\nsglang_server_api_key: {API_KEY}\n"
+                       f"sglang_server_extra_environment:\n  HF_TOKEN: {ENV_TOKEN}\n"
+                       f"  MOESWEEP_SIM_TIME_SCALE: '0.1'\n")
+    secrets.chmod(0o600)
+    results = tmp_path / "results"
+    # the CLI, secrets from a vars file
+    runner_dirs = set(Path("/tmp").glob("moesweep-runner-*"))
+    proc = cli(host, results, "--backends", "triton", "--rerun", "-e", f"@{secrets}",
+               settings=settings_file(tmp_path))
+    cli_out = proc.communicate(timeout=600)[0]
+    assert proc.returncode == 0, cli_out[-3000:]
+    # ansible-playbook itself at -vvv with --diff, secrets from the same file
+    playbook = host.playbook("sweep.yml", "-vvv", "--diff", "-e", f"@{settings_file(tmp_path)}",
+                             "-e", f"@{secrets}", "-e", "backend=flashinfer_cutedsl", "-e", "rerun=true",
+                             "-e", f"results_dir={results}", check=False)
+    assert playbook.returncode == 0, playbook.stdout[-3000:]
+    found = []
+    for text, where in ((cli_out, "moesweep sweep output"), (playbook.stdout, "ansible-playbook -vvv --diff stdout"),
+                        (playbook.stderr, "ansible-playbook stderr")):
+        found += [(where, s) for s in SECRETS if s in text]
+    for path in results.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            found += [(str(path), s) for s in SECRETS if s.encode() in data]
+            assert path.stat().st_mode & 0o077 == 0, (path, oct(path.stat().st_mode))
+        elif path.is_dir():
+            assert path.stat().st_mode & 0o077 == 0, (path, oct(path.stat().st_mode))
+    assert not set(Path("/tmp").glob("moesweep-runner-*")) - runner_dirs, "a runner directory was left behind"
+    # on the host: the secrets are only in root's 0600 environment file; the unit and `systemctl show` hold none
+    h = host.names[0]
+    patterns = " ".join(f"-e '{s}'" for s in SECRETS)
+    hits = host.sh(h, f"grep -rlsF {patterns} /etc /var/lib /run /opt /home /tmp /var/tmp 2>/dev/null",
+                   timeout=120).stdout.split()
+    for path in hits:
+        mode = host.sh(h, f"stat -c '%a %U' {path}").stdout.split()
+        assert mode[0].endswith("00"), (path, mode)  # readable by its owner only
+    assert any(p.startswith("/etc/moesweep/") for p in hits), hits  # the environment file holds them
+    show = host.sh(h, "systemctl show sglang.service -p ExecStart,Environment --value").stdout
+    found += [("systemctl show", s) for s in SECRETS if s in show]
+    assert "${SGLANG_API_KEY}" in host.sh(h, "cat /etc/systemd/system/sglang.service").stdout
+    assert not found, found
+
+
+def test_13_a_public_bind_without_a_key_is_warned_about_and_the_unit_comes_back_at_boot(host):
+    run, out = sweep_point(host, "flashinfer_cutlass", sglang_server_api_key="")
+    warnings = " ".join(out.results["preflight"].get("preflight_warnings") or [])
+    assert "all interfaces" in warnings and "--api-key" in warnings, warnings
+    assert host.sh(host.names[0], "systemctl is-enabled sglang.service").stdout.strip() == "enabled"
+    run, out = sweep_point(host, "flashinfer_cutlass", sglang_server_enabled=False)
+    assert host.sh(host.names[0], "systemctl is-enabled sglang.service").stdout.strip() == "disabled"
+    sweep_point(host, "flashinfer_cutlass")
