@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,9 +27,12 @@ from moesweep.sim import hosts  # noqa: E402
 FAST = {"MOESWEEP_SIM_TIME_SCALE": "0.15"}
 
 
-def configure(inventory: Path, backend: str, force: bool) -> None:
+def configure(inventory: Path, backend: str, force: bool, results: Path) -> None:
+    """Put the unit on ``backend`` (one sweep point, its benchmark off) and leave it there: restore=none, so the
+    forced crashing point stays the unit the measured restarts start."""
     run_playbook("playbooks/sweep.yml", inventory=str(inventory), extravars={
-        "backend": backend, "force": force, "sglang_server_extra_environment": FAST,
+        "backend": backend, "force": force, "restore": "none", "results_dir": str(results), "rerun": True,
+        "sglang_bench_enabled": False, "sglang_server_extra_environment": FAST,
         "sglang_server_ready_timeout": 120})
 
 
@@ -71,17 +75,24 @@ def main() -> int:
     res = hosts.up(n=1, cluster="bench-ready", inventory=Path("/run/moesweep/bench-ready.yml"), log=lambda m: None)
     inv, host = res.inventory, res.hosts[0].name
     try:
-        configure(inv, "flashinfer_cutlass", False)
-        ready = measure(inv, host, args.runs)
-        configure(inv, "flashinfer_trtllm", True)
-        crash = measure(inv, host, args.runs)
+        with tempfile.TemporaryDirectory(prefix="moesweep-readiness-") as results:
+            configure(inv, "flashinfer_cutlass", False, Path(results))
+            ready = measure(inv, host, args.runs)
+            configure(inv, "flashinfer_trtllm", True, Path(results))
+            crash = measure(inv, host, args.runs)
     finally:
         hosts.down(cluster="bench-ready", log=lambda m: None)
     print("readiness detection delay (line written -> verdict), simulated SM120 host, sglang 0.5.9")
     show("ready (fired up)", *ready)
     show("crash (flashinfer_trtllm traceback)", *crash)
     print("goal: ready <= 500 ms, crash <= 1000 ms")
-    return 0
+    # a figure is only worth its verdicts: every ready run judged ready, every crash run judged crashed
+    if set(ready[2]) != {"ready"} or set(crash[2]) != {"crashed"}:
+        print("a restart was judged otherwise than its kind: the figures above do not measure what they say",
+              file=sys.stderr)
+        return 2
+    met = ready[0] and crash[0] and max(ready[0]) <= 0.5 and max(crash[0]) <= 1.0
+    return 0 if met else 1
 
 
 if __name__ == "__main__":
