@@ -40,7 +40,7 @@ def register(sub) -> None:
     d.add_argument("--all", action="store_true", help="every cluster, and leftovers of interrupted runs")
     d.set_defaults(func=_down)
     st = s.add_parser("status", help="list simulated hosts")
-    st.add_argument("--json", action="store_true")
+    st.add_argument("--json", action="store_true", help="print the hosts as JSON")
     st.set_defaults(func=_status)
 
 
