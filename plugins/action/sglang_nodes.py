@@ -74,9 +74,9 @@ def judge(args, hostvars, host=None):
         return out
     started = {}
     for var in args["started_vars"]:
-        for host, value in rank_values(hostvars, hosts, var).items():
+        for rank_host, value in rank_values(hostvars, hosts, var).items():
             if isinstance(value, dict) and not value.get("skipped") and "started" in value:
-                started[host] = started.get(host, False) or bool(value["started"])
+                started[rank_host] = started.get(rank_host, False) or bool(value["started"])
     results = rank_values(hostvars, hosts, args["ready_var"])
     verdict = nodes.group_readiness(plan, results, started)
     # the journal of this rank's own run (what a record's artifacts keep from the rank that writes it)

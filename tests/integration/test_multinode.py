@@ -107,6 +107,10 @@ def test_two_nodes_become_ready_and_are_benchmarked_into_one_record_under_rank_0
     journal = nodes.sh(nodes.rank1, "journalctl -u sglang.service -b --no-pager -o cat | tail -n 200")
     assert "Dummy health check server started in background thread" in journal
     assert "The server is fired up and ready to roll" not in journal
+    # the record's artifacts are rank 0's: its unit and the journal of its own run
+    art = next(nodes.results.glob("*/points.jsonl")).parent / nodes.rank0 / POINT
+    assert "--node-rank 0" in (art / "unit.service").read_text()
+    assert "The server is fired up and ready to roll!" in (art / "journal.txt").read_text()
     restore = nodes.records("restore")[-1]
     assert restore["status"] == "passed" and restore["host"] == nodes.rank0 and len(nodes.records("restore")) == 1
 
