@@ -1,7 +1,8 @@
 """One SGLang server over two simulated hosts (the inventory group sglang_nodes), through the user's command
 ``ansible-playbook sweep.yml``: the group becomes ready (rank 0 serves the API, rank 1 only the dummy health
-server) and is benchmarked into ONE record under rank 0 that holds every rank's readiness; rank 1 killed while
-it starts fails the point with rank 1's cause; bad input (an --nnodes that is not the group's size, duplicate
+server) and is benchmarked into ONE record under rank 0 that holds every rank's readiness; a re-run resumes
+on every rank and restarts none; restore=previous restarts every rank back; rank 1 killed while it starts fails
+the point with rank 1's cause; bad input (an --nnodes that is not the group's size, duplicate
 ranks, a dist-init port taken on rank 0, a rank that cannot be reached) is refused before any unit changes."""
 
 from __future__ import annotations
@@ -111,12 +112,39 @@ def test_two_nodes_become_ready_and_are_benchmarked_into_one_record_under_rank_0
     art = next(nodes.results.glob("*/points.jsonl")).parent / nodes.rank0 / POINT
     assert "--node-rank 0" in (art / "unit.service").read_text()
     assert "The server is fired up and ready to roll!" in (art / "journal.txt").read_text()
+    restores = nodes.records("restore")
+    assert len(restores) == 1 and restores[0]["status"] == "passed" and restores[0]["host"] == nodes.rank0
+
+
+def test_a_rerun_skips_the_passed_point_on_every_rank_and_restarts_none(nodes):
+    before = {h: nodes.unit(h) for h in (nodes.rank0, nodes.rank1)}
+    seen = len(nodes.records(point=POINT))
+    proc = nodes.sweep("-e", f"backend={POINT}")
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    assert len(nodes.records(point=POINT)) == seen  # resume read rank 0's record on both ranks
+    assert "already passed with this configuration" in proc.stdout
+    assert {h: nodes.unit(h) for h in (nodes.rank0, nodes.rank1)} == before
+    assert nodes.records("restore")[-1]["status"] == "passed"
+
+
+def test_restore_previous_restarts_every_rank_back_onto_what_it_ran(nodes):
+    before = {h: nodes.unit(h)[0] for h in (nodes.rank0, nodes.rank1)}
+    proc = nodes.sweep("-e", f"backend={OTHER}", "-e", "restore=previous", "-e", "sglang_bench_enabled=false")
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    assert nodes.records(point=OTHER)[-1]["status"] == "passed"
     restore = nodes.records("restore")[-1]
-    assert restore["status"] == "passed" and restore["host"] == nodes.rank0 and len(nodes.records("restore")) == 1
+    assert restore["status"] == "passed" and restore["action"] == "previous" and restore["host"] == nodes.rank0
+    assert [(r["rank"], r["state"]) for r in restore["readiness"]["nodes"]] == [(0, "ready"), (1, "ready")]
+    # both ranks back on the point they served before the sweep, restarted together
+    assert {h: nodes.unit(h)[0] for h in (nodes.rank0, nodes.rank1)} == before
+    for host in (nodes.rank0, nodes.rank1):
+        assert f"--moe-runner-backend {POINT}" in nodes.exec_start(host)
+        assert nodes.sh(host, "systemctl is-active sglang.service") == "active"
 
 
 def test_rank_1_killed_while_starting_fails_the_point_with_rank_1s_cause(nodes):
     before = nodes.unit(nodes.rank1)[1]
+    seen = len(nodes.records(point=OTHER))
     proc = subprocess.Popen(nodes.argv("-e", f"backend={OTHER}", "-e", "rerun=true", "-e", "restore=none",
                                        "-e", json.dumps({"sglang_server_extra_environment": {
                                            "MOESWEEP_SIM_TIME_SCALE": "0.5"}})),
@@ -135,7 +163,7 @@ def test_rank_1_killed_while_starting_fails_the_point_with_rank_1s_cause(nodes):
     out, _ = proc.communicate(timeout=600)
     assert killed, out[-6000:]
     assert proc.returncode != 0
-    recs = nodes.records(point=OTHER)
+    recs = nodes.records(point=OTHER)[seen:]
     assert len(recs) == 1, [(r["host"], r["status"]) for r in recs]
     rec = recs[0]
     assert rec["host"] == nodes.rank0 and rec["status"] == "crashed" and rec["cause"] == "killed", rec
