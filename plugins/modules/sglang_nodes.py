@@ -15,7 +15,7 @@ description:
     the point on every rank with the cause of the rank that explains it.
   - O(check=ports) - after every rank's M(moesweep.sweep.sglang_preflight) and M(moesweep.sweep.port_owner) -
     refuses the point when a rank's preflight refused it, a rank's server port is held by anything but O(unit),
-    or rank 0's dist-init port is; returns the group's identity (RV(nodes.launch_hash), RV(nodes.lock_sha256))
+    or rank 0's dist-init port is; returns the group's identity in RV(nodes) (C(launch_hash), C(lock_sha256))
     that resume compares.
   - O(check=restart) says whether the whole group restarts (RV(restart)) - any rank whose unit changed, that is
     not running or not serving; one rank never restarts alone.

@@ -123,7 +123,7 @@ options:
   nodes_group:
     description:
       - The inventory group of a server spread over several hosts (the server role's C(sglang_server_nodes_group)).
-        When the host is one of its nodes, RV(moesweep_sweep.nodes) names the host that records the group's
+        When the host is one of its nodes, C(nodes) of RV(moesweep_sweep) names the host that records the group's
         points (rank 0) and the host that writes those records (the first rank in the play); O(spread) is
         refused (every rank runs every point together); O(backends=compatible) is judged on the recording
         host's facts, so that every rank gets the same points.
