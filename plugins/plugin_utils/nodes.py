@@ -103,9 +103,9 @@ def _order(group, members, ranks):
     for member in members:
         rank = _as_int(ranks[member], "node group %s: host %s: %s" % (group, member, RANK_VAR))
         if rank in by_rank:
+            last = len(members) - 1
             raise NodeError("node group %s: hosts %s and %s both have %s %d: give each host of the group its own "
-                            "rank, 0 to %d, each once" % (group, by_rank[rank], member, RANK_VAR, rank,
-                                                         len(members) - 1))
+                            "rank, 0 to %d, each once" % (group, by_rank[rank], member, RANK_VAR, rank, last))
         by_rank[rank] = member
     wanted = set(range(len(members)))
     if set(by_rank) != wanted:
@@ -255,8 +255,11 @@ def _foreign(listeners, unit):
 
 
 def _holders(listeners):
-    return "; ".join("PID %s (%s%s)" % (item.get("pid"), item.get("cmdline") or "?",
-                                       ", unit " + item["unit"] if item.get("unit") else "") for item in listeners)
+    parts = []
+    for item in listeners:
+        unit = ", unit " + item["unit"] if item.get("unit") else ""
+        parts.append("PID %s (%s%s)" % (item.get("pid"), item.get("cmdline") or "?", unit))
+    return "; ".join(parts)
 
 
 def check_ports(plan, preflights, server_ports, dist_port, unit, point=None):
@@ -285,8 +288,8 @@ def check_ports(plan, preflights, server_ports, dist_port, unit, point=None):
                            _holders(taken), PORT_VAR))
     if not problems:
         return None
-    return "node group %s: the point is refused on every rank, nothing changed: %s" % (plan["group"],
-                                                                                      " | ".join(problems))
+    return "node group %s: the point is refused on every rank, nothing changed: %s" % (
+        plan["group"], " | ".join(problems))
 
 
 def identity(plan, preflights, provenances):
