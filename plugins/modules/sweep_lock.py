@@ -19,7 +19,8 @@ description:
     that has not expired it fails naming that owner and since when, unless O(steal=true) (the action plugin of
     the same name sets it when it can tell the holder is gone). V(released) removes the lock if O(owner) holds it.
 version_added: "0.1.0"
-author: moesweep contributors
+author:
+  - moesweep contributors (!UNKNOWN)
 extends_documentation_fragment:
   - moesweep.sweep.attributes
 options:
@@ -50,6 +51,9 @@ attributes:
     details: In check mode it reports whether the lock could be taken, and takes nothing.
   diff_mode:
     support: none
+  platform:
+    support: full
+    platforms: posix
 """
 
 EXAMPLES = r"""
