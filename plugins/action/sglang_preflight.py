@@ -9,6 +9,7 @@ Documentation lives in plugins/modules/sglang_preflight.py (action-only module s
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import nodes
 from ansible_collections.moesweep.sweep.plugins.plugin_utils.preflight import run_preflight
 
 ARGUMENT_SPEC = dict(
@@ -31,7 +32,19 @@ ARGUMENT_SPEC = dict(
     cuda_version=dict(type="str"),
     force=dict(type="bool", default=False),
     kb_path=dict(type="path"),
+    nodes_group=dict(type="str"),
+    dist_init_port=dict(type="int", default=25000),
 )
+
+
+def node_inputs(args, task_vars, strategy):
+    """This host's node group inputs from the task's variables (None when it serves alone)."""
+    group = args.get("nodes_group")
+    if not group:
+        return None
+    return nodes.inputs_from_vars(group, task_vars.get("hostvars") or {}, task_vars.get("groups") or {},
+                                  task_vars.get("ansible_play_hosts") or [], task_vars.get("inventory_hostname"),
+                                  args.get("dist_init_port"), strategy=strategy)
 
 
 class ActionModule(ActionBase):
@@ -51,8 +64,12 @@ class ActionModule(ActionBase):
                 "sglang_preflight: backend must be one --moe-runner-backend name (a string), got a %s: %r; "
                 "loop over the sweep points instead" % (type(args["backend"]).__name__, args["backend"])
             )
-        host_facts = ((task_vars or {}).get("ansible_facts") or {}).get("moesweep_gpu")
-        result, failed = run_preflight(args, host_facts)
+        task_vars = task_vars or {}
+        host_facts = (task_vars.get("ansible_facts") or {}).get("moesweep_gpu")
+        play = self._task.get_play() if hasattr(self._task, "get_play") else None
+        strategy = getattr(play, "strategy", None)
+        result, failed = run_preflight(args, host_facts, node_inputs(args, task_vars,
+                                                                     strategy if isinstance(strategy, str) else None))
         for warning in result["preflight_warnings"]:
             self._display.warning(warning)
         if failed:

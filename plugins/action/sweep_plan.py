@@ -8,7 +8,7 @@ import os
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
-from ansible_collections.moesweep.sweep.plugins.plugin_utils import launch, preflight, records
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import launch, nodes, preflight, records
 
 ARGUMENT_SPEC = dict(
     backend=dict(type="raw"),
@@ -34,7 +34,23 @@ ARGUMENT_SPEC = dict(
     environment=dict(type="dict", default={}),
     gpu_facts=dict(type="dict", default={}),
     kb_path=dict(type="path"),
+    # a node group (one server over several hosts): which host records its points, which host writes them
+    nodes_group=dict(type="str"),
+    node_inputs=dict(type="dict"),
 )
+
+
+def node_roles(node_inputs):
+    """This host's part in a node group: {group, members, record_host, recorder} (empty on one host). A group that
+    cannot serve still names them: its points are refused one by one, and recorded by that host."""
+    if not node_inputs:
+        return {}
+    try:
+        plan = nodes.plan_nodes(node_inputs)
+    except nodes.NodeError as exc:
+        return dict(exc.info, error=str(exc))
+    return {"group": plan["group"], "members": list(node_inputs["members"]), "record_host": plan["record_host"],
+            "recorder": plan["recorder"]}
 
 
 def plan(args):
@@ -55,14 +71,23 @@ def plan(args):
     except (launch.LaunchError, OSError, ValueError) as exc:
         raise records.PlanError(str(exc)) from exc
     overlays = args.get("backends_overlays") or {}
+    roles = node_roles(args.get("node_inputs"))
+    if roles and str(args["spread"]).lower() not in ("false", "no", "0"):
+        raise records.PlanError("spread=%s deals points to hosts one by one, but %s is a node of group %s, which "
+                                "serves one server from %s together: sweep a node group without spread"
+                                % (args["spread"], args.get("host"), roles["group"], ", ".join(roles["members"])))
     if points == "compatible":
         accepted, refused = [], []
+        facts = args.get("gpu_facts") or {}
+        if roles:
+            # every rank of a node group must get the same points: judge them on the recording host's facts
+            facts = ((args.get("host_inputs") or {}).get(roles["record_host"]) or {}).get("gpu_facts") or facts
         for choice in schema_choices:
             result, failed = preflight.run_preflight({
                 "backend": choice, "flags": args.get("flags") or {}, "backends": overlays,
                 "extra_flags": args.get("extra_flags") or {}, "sglang_version": version,
                 "provenance": args.get("provenance") or {}, "environment": args.get("environment") or {},
-                "gpu_facts": args.get("gpu_facts") or {}, "kb_path": args.get("kb_path")})
+                "gpu_facts": facts, "kb_path": args.get("kb_path")})
             if failed or result.get("verdict") not in ("supported", "caveat"):
                 refused.append("%s (%s)" % (choice, result.get("verdict") or "refused"))
             else:
@@ -80,7 +105,8 @@ def plan(args):
     return {"sweep_id": sweep_id, "results_dir": results_dir, "dir": os.path.join(results_dir, sweep_id),
             "points": mine, "all_points": points, "spread": str(args["spread"]).lower(), "spread_group": group,
             "restore": args["restore"], "reference_concurrency": reference,
-            "rerun": bool(args["rerun"]), "sglang_version": version, "created": records.now_iso()}
+            "rerun": bool(args["rerun"]), "sglang_version": version, "created": records.now_iso(),
+            "nodes": roles}
 
 
 def spread(points, args):
@@ -113,8 +139,15 @@ class ActionModule(ActionBase):
         validated = ArgumentSpecValidator(ARGUMENT_SPEC).validate(self._task.args)
         if validated.error_messages:
             raise AnsibleActionFail("sweep_plan: " + "; ".join(validated.error_messages))
+        params = validated.validated_parameters
+        if params.get("nodes_group") and params.get("node_inputs") is None:
+            task_vars = task_vars or {}
+            params["node_inputs"] = nodes.inputs_from_vars(
+                params["nodes_group"], task_vars.get("hostvars") or {}, task_vars.get("groups") or {},
+                task_vars.get("ansible_play_hosts") or [], params.get("host") or task_vars.get("inventory_hostname"),
+                (task_vars.get(nodes.PORT_VAR) if task_vars.get(nodes.PORT_VAR) is not None else 25000))
         try:
-            sweep = plan(validated.validated_parameters)
+            sweep = plan(params)
         except records.PlanError as exc:
             return {"failed": True, "changed": False, "msg": "sweep refused before any point ran: %s" % exc}
         return {"changed": False, "moesweep_sweep": sweep, "ansible_facts": {"moesweep_sweep": sweep},

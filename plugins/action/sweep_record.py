@@ -43,6 +43,8 @@ ARGUMENT_SPEC = dict(
     invocation_id=dict(type="str", default=""),
     previous=dict(type="dict", default={}),
     choice=dict(type="dict", default={}),
+    record_host=dict(type="str"),
+    nodes=dict(type="dict", default={}),
 )
 
 _COLLECTION_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -113,7 +115,8 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail("sweep_record: " + "; ".join(validated.error_messages))
         a = validated.validated_parameters
         task_vars = task_vars or {}
-        host = task_vars.get("inventory_hostname")
+        # A node group's point is one record, under its rank 0 (record_host), whichever rank writes it.
+        host = a["record_host"] or task_vars.get("inventory_hostname")
         sweep = a["sweep"]
         base = {"changed": False, "moesweep_sweep": sweep, "moesweep_host": host}
         stop_file = os.path.join(sweep["dir"], records.STOP_FILE)
@@ -155,7 +158,7 @@ class ActionModule(ActionBase):
                        previous_active=bool((a["previous"] or {}).get("active")),
                        action=choice.get("action"), reason=choice.get("reason"), started=a["started"],
                        readiness=a["readiness"] or a["failed_result"], failed_task=a["failed_task"],
-                       failed_msg=(a["failed_result"] or {}).get("msg"))
+                       failed_msg=(a["failed_result"] or {}).get("msg"), nodes=a["nodes"])
             record = records.build_restore_record(ctx)
             self._stop_if_unwritable(base, sweep)
             base.update(moesweep_event="record", moesweep_record=record, artifacts={},
@@ -180,7 +183,7 @@ class ActionModule(ActionBase):
         if a["interrupted"]:
             failed_stage = "interrupted"
         elif a["failed_task"]:
-            failed_stage = records.stage_of(a["failed_action"])
+            failed_stage = records.stage_of(a["failed_action"], a["failed_result"])
         stage_results = {"readiness": a["readiness"], "smoke": a["smoke"], "benchmark": a["benchmark"],
                          "preflight": a["preflight"]}
         if failed_stage in stage_results and not stage_results[failed_stage]:
@@ -195,7 +198,7 @@ class ActionModule(ActionBase):
                    benchmark=stage_results["benchmark"], failed_stage=failed_stage, failed_result=a["failed_result"],
                    failed_task=a["failed_task"], failed_msg=(a["failed_result"] or {}).get("msg"),
                    bench_settings=a["bench_settings"], reference_concurrency=sweep.get("reference_concurrency"),
-                   unit_sha256=unit.get("sha256"), artifacts=list(artifacts))
+                   unit_sha256=unit.get("sha256"), artifacts=list(artifacts), nodes=a["nodes"])
         record = records.build_point_record(ctx)
         self._stop_if_unwritable(base, sweep)
         base.update(moesweep_event="record", moesweep_record=record,

@@ -53,6 +53,10 @@ CRASH_GRACE = 0.5
 SGLANG_HEALTH_CHECK_TIMEOUT = 20.0
 DEFAULT_HEALTH_TIMEOUT = SGLANG_HEALTH_CHECK_TIMEOUT + 5.0
 STATES = ("ready", "crashed", "hang", "timeout", "stopped")
+# What a multi-node server's rank >= 1 serves: sglang's dummy health server, a bare 200 on each (0.5.9
+# srt/utils/common.py:2664-2677 launch_dummy_health_check_server; started by srt/entrypoints/engine.py:1052-1054
+# once that node's schedulers are ready). No API, no tokenizer: its readiness is its journal and this endpoint.
+FOLLOWER_HEALTH_PATHS = ("/ping", "/health", "/health_generate")
 
 
 def validate_unit(unit):

@@ -134,7 +134,15 @@ _PHASE_PATTERNS = (
             re.I,
         ),
     ),
-    ("http_up", re.compile(r"Started server process|Waiting for application startup|Application startup complete")),
+    # A multi-node server's rank >= 1 has no API: once its schedulers are ready it starts the dummy health server
+    # and logs "Dummy health check server started in background thread at HOST:PORT" (launch_dummy_health_check_server,
+    # 0.5.9 srt/utils/common.py:2710-2712, 0.5.23 :3683-3685; called from engine.py _launch_subprocesses for
+    # node_rank >= 1). Its readiness is that endpoint's 200.
+    (
+        "http_up",
+        re.compile(r"Started server process|Waiting for application startup|Application startup complete"
+                   r"|Dummy health check server started"),
+    ),
     ("warmup", re.compile(r"Uvicorn running on|\"(?:GET|POST) /(?:get_)?model_info|Start of (?:pd )?warmup")),
     ("ready", re.compile(r"The server is fired up and ready to roll")),
 )

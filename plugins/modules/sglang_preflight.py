@@ -103,6 +103,24 @@ options:
   kb_path:
     description: Alternative knowledge base file (tests).
     type: path
+  nodes_group:
+    description:
+      - The inventory group whose hosts serve one server together (multi-node). When the host is in it, the launch
+        is this rank's - C(--nnodes) (the group's size), C(--node-rank) (the host's place in the group, or its
+        C(sglang_server_node_rank) when every host of the group sets one), C(--dist-init-addr) (rank 0's
+        C(ansible_host) and O(dist_init_port)) - and RV(nodes) is the group's plan.
+      - Refused before anything changes, with the problem and the fix named - a group of one host; ranks set on
+        some hosts only, duplicated or with gaps; hosts disagreeing on the port; a member not in the play
+        (unreachable, failed, left out by C(--limit)); launch flags with another C(--nnodes), C(--node-rank) or
+        C(--dist-init-addr); a C(--tp-size) x C(--pp-size) the nodes cannot split (sglang asserts it before it
+        starts); a play whose strategy is not linear.
+    type: str
+  dist_init_port:
+    description:
+      - The dist-init port on rank 0 (this host's C(sglang_server_dist_init_port); each member's own inventory value
+        is read from its host variables and must agree).
+    type: int
+    default: 25000
 attributes:
   action:
     support: full
@@ -225,6 +243,16 @@ msg:
   returned: always
   type: str
   sample: "sweep point flashinfer_cutlass on sm120: caveat"
+nodes:
+  description:
+    - The node group plan when the host is in O(nodes_group) - C(group), C(nnodes), C(rank) (this host's),
+      C(hosts) (rank order), C(addresses), C(dist_init_port), C(dist_init_addr), C(record_host) (rank 0, whose
+      records a sweep's points of the group are) and C(recorder) (the first rank in the play, which writes them).
+      On a refusal of the group only C(group), C(members), C(record_host) and C(recorder). Empty on one host.
+  returned: always
+  type: dict
+  sample: {"group": "sglang_nodes", "nnodes": 2, "rank": 1, "hosts": ["node-a", "node-b"],
+           "dist_init_addr": "10.0.0.1:25000", "record_host": "node-a", "recorder": "node-a"}
 launch:
   description: The planned launch, rendered by the server role as is. Null when it could not be planned.
   returned: always
@@ -275,6 +303,9 @@ launch:
       description: The sweep point's name (O(backend) as given).
       type: str
       sample: flashinfer_cutlass
+    nodes:
+      description: The node plan the launch's node flags come from (RV(nodes)); empty on one host.
+      type: dict
     flag_errors:
       description: What the version's real argparse schema rejects in the flags (empty when they validate).
       type: list

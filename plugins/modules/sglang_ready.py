@@ -25,6 +25,14 @@ description:
     RV(state=stopped) (the unit never ran); always with the phase RV(timeline) and RV(elapsed).
   - A slow JIT compile or CUDA graph capture that still prints progress (tqdm, compiler lines) is not a
     hang. Health-check access lines written by this module's own polling are not progress.
+  - On a multi-node server (O(node_rank) >= 1) the rank runs schedulers only, and then sglang's dummy health
+    server on the same host and port, which answers C(/ping), C(/health) and C(/health_generate) and nothing
+    else (sglang 0.5.9 C(srt/entrypoints/engine.py:1040-1061), C(srt/utils/common.py:2656-2712)). Such a rank
+    is ready when its health endpoint answers 200, and O(health_path) falls back to C(/health) when it names
+    anything else. Rank 0 serves the API and is judged as a server on one host is.
+  - To start several units in an order and then wait for all of them (the ranks of one server),
+    O(start=true) with O(wait=false) only starts the unit and returns its RV(invocation_id); a later call with
+    that O(invocation_id) judges that run as one it started.
   - The log classifier is the collection's module_utils C(sglang_log), the same one C(moesweep classify-log)
     runs on saved logs; the wait loop is module_utils C(readiness).
 version_added: "0.1.0"
@@ -85,6 +93,24 @@ options:
     description: Fail the task when the state is not V(ready). Set to V(false) to branch on RV(state).
     type: bool
     default: true
+  wait:
+    description:
+      - Wait for a verdict. V(false) with O(start=true) starts the unit (when it is not running) and returns at
+        once with its RV(invocation_id) and RV(state) null; judge that run later with O(invocation_id).
+    type: bool
+    default: true
+  invocation_id:
+    description:
+      - The run to judge, as a start with O(wait=false) returned it. That run is judged as one this task
+        started (its log's ready line is the verdict, as with O(start=true)); the task fails at once when the
+        unit has started another run since.
+    type: str
+  node_rank:
+    description:
+      - The unit's C(--node-rank) on a multi-node server. V(0) (the default, also on one host) serves the API;
+        a rank >= 1 serves only the dummy health endpoints and is ready when its health endpoint answers 200.
+    type: int
+    default: 0
 notes:
   - In check mode nothing is started or read; C(changed) says whether O(start=true) would start the unit.
 attributes:
@@ -201,6 +227,11 @@ verdict_at:
   returned: when the module waited
   type: float
   sample: 1764451200.123456
+node_rank:
+  description: The rank that was judged (O(node_rank)).
+  returned: always
+  type: int
+  sample: 0
 msg:
   description: One-line summary.
   returned: always
@@ -212,6 +243,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.moesweep.sweep.plugins.module_utils.readiness import (
     DEFAULT_HEALTH_TIMEOUT,
+    FOLLOWER_HEALTH_PATHS,
     HealthProber,
     JournalFollower,
     Waiter,
@@ -225,7 +257,9 @@ from ansible_collections.moesweep.sweep.plugins.module_utils.readiness import (
 SHOW = ("ActiveState", "SubState", "ExecMainCode", "ExecMainStatus", "NRestarts", "MainPID", "InvocationID")
 
 
-def summary(unit, state, result, stall_timeout, timeout):
+def summary(unit, state, result, stall_timeout, timeout, node_rank=0):
+    if node_rank:
+        unit = "%s (node rank %d, health endpoint only)" % (unit, node_rank)
     if state == "ready":
         return "%s is ready after %.1f s" % (unit, result["elapsed"])
     if state == "crashed":
@@ -255,13 +289,16 @@ def main():
             poll_interval=dict(type="float", default=0.1),
             api_key=dict(type="str", no_log=True),
             fail_on_error=dict(type="bool", default=True),
+            wait=dict(type="bool", default=True),
+            invocation_id=dict(type="str"),
+            node_rank=dict(type="int", default=0),
         ),
         supports_check_mode=True,
     )
     p = module.params
     empty = dict(state=None, cause=None, phase=None, after_ready=False, decisive_line=None, traceback=None,
                  timeline={}, elapsed=0.0, health_sequence=[], unit_state={}, lines_read=0, started=False,
-                 invocation_id=None)
+                 invocation_id=None, node_rank=p["node_rank"])
     unit, err = validate_unit(p["unit"])
     if err:
         module.fail_json(msg=err, waited=False, **empty)
@@ -270,7 +307,14 @@ def main():
             module.fail_json(msg="%s must be greater than 0, got %s" % (name, p[name]), waited=False, **empty)
     if not 0 < p["port"] < 65536:
         module.fail_json(msg="port must be 1-65535, got %s" % p["port"], waited=False, **empty)
+    if p["node_rank"] < 0:
+        module.fail_json(msg="node_rank must be >= 0, got %s" % p["node_rank"], waited=False, **empty)
+    if p["invocation_id"] is not None and (p["start"] or not p["wait"]):
+        module.fail_json(msg="invocation_id judges a run started earlier: give it without start and wait=false",
+                         waited=False, **empty)
     path = p["health_path"] if p["health_path"].startswith("/") else "/" + p["health_path"]
+    if p["node_rank"] >= 1 and path not in FOLLOWER_HEALTH_PATHS:
+        path = "/health"  # a rank >= 1 serves nothing else
 
     systemctl = module.get_bin_path("systemctl", required=True)
 
@@ -281,6 +325,7 @@ def main():
 
     before = unit_state()
     will_start = p["start"] and not unit_running(before)
+    fresh = will_start or p["invocation_id"] is not None
     if module.check_mode:
         module.exit_json(changed=will_start, waited=False,
                          msg="check mode: would %s %s" % ("start and wait for" if will_start else "wait for", unit),
@@ -295,9 +340,18 @@ def main():
                              waited=False, **dict(empty, unit_state=unit_state()))
         before = unit_state()
     invocation = before.get("InvocationID") or ""
+    if not p["wait"]:
+        result = dict(empty, started=will_start, invocation_id=invocation or None, unit_state=before, waited=False)
+        result["msg"] = "%s %s (run %s); not waiting" % (
+            "started" if will_start else "already running:", unit, invocation or "unknown")
+        module.exit_json(changed=will_start, **result)
+    if p["invocation_id"] is not None and invocation != p["invocation_id"]:
+        module.fail_json(msg="%s is on run %s, not on run %s that was started for this wait: something restarted or "
+                             "stopped it in between" % (unit, invocation or "none", p["invocation_id"]),
+                         waited=False, **dict(empty, unit_state=before, invocation_id=invocation or None))
     if not invocation:
         result = dict(empty, state="stopped", unit_state=before, waited=True)
-        result["msg"] = summary(unit, "stopped", result, p["stall_timeout"], p["timeout"])
+        result["msg"] = summary(unit, "stopped", result, p["stall_timeout"], p["timeout"], p["node_rank"])
         if p["fail_on_error"]:
             module.fail_json(changed=False, **result)
         module.exit_json(changed=False, **result)
@@ -311,7 +365,7 @@ def main():
     journal = JournalFollower(journalctl, invocation, after_cursor=cursor, history=history)
     try:
         waiter = Waiter(journal, prober, unit_state, timeout=p["timeout"], stall_timeout=p["stall_timeout"],
-                        poll_interval=p["poll_interval"], confirm_with_health=not will_start,
+                        poll_interval=p["poll_interval"], confirm_with_health=not fresh,
                         health_timeout=p["health_timeout"])
         state, _elapsed = waiter.run()
         verdict_at = time.time()
@@ -321,8 +375,8 @@ def main():
         prober.stop()
         journal.close()
 
-    result.update(waited=True, started=will_start, invocation_id=invocation)
-    result["msg"] = summary(unit, state, result, p["stall_timeout"], p["timeout"])
+    result.update(waited=True, started=will_start, invocation_id=invocation, node_rank=p["node_rank"])
+    result["msg"] = summary(unit, state, result, p["stall_timeout"], p["timeout"], p["node_rank"])
     if state != "ready" and p["fail_on_error"]:
         module.fail_json(changed=will_start, **result)
     module.exit_json(changed=will_start, **result)

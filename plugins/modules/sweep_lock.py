@@ -19,7 +19,8 @@ description:
     that has not expired it fails naming that owner and since when, unless O(steal=true) (the action plugin of
     the same name sets it when it can tell the holder is gone). V(released) removes the lock if O(owner) holds it.
 version_added: "0.1.0"
-author: moesweep contributors (!UNKNOWN)
+author:
+  - moesweep contributors (!UNKNOWN)
 extends_documentation_fragment:
   - moesweep.sweep.attributes
 options:

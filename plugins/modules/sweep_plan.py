@@ -120,6 +120,17 @@ options:
   kb_path:
     description: Alternative knowledge base file (tests).
     type: path
+  nodes_group:
+    description:
+      - The inventory group of a server spread over several hosts (the server role's C(sglang_server_nodes_group)).
+        When the host is one of its nodes, C(nodes) of RV(moesweep_sweep) names the host that records the group's
+        points (rank 0) and the host that writes those records (the first rank in the play); O(spread) is
+        refused (every rank runs every point together); O(backends=compatible) is judged on the recording
+        host's facts, so that every rank gets the same points.
+    type: str
+  node_inputs:
+    description: The node group as read from the inventory (default - read from the task's host variables for O(nodes_group); tests).
+    type: dict
 attributes:
   action:
     support: full
@@ -161,8 +172,9 @@ moesweep_sweep:
   description:
     - The plan - C(sweep_id), C(results_dir), C(dir), C(points) (this host's points), C(all_points) (the sweep's
       points before any spread), C(spread), C(spread_group) (the hosts this host shares the points with),
-      C(restore), C(reference_concurrency), C(rerun), C(sglang_version) and C(created) (when it was planned,
-      ISO 8601).
+      C(restore), C(reference_concurrency), C(rerun), C(sglang_version), C(created) (when it was planned,
+      ISO 8601) and C(nodes) (on a node of O(nodes_group) - C(group), C(members), C(record_host), C(recorder),
+      and C(error) when the group cannot serve; empty otherwise).
   returned: success
   type: dict
   sample: {"sweep_id": "sweep-3f2a9c1b0d4e", "points": ["flashinfer_cutlass", "triton"], "restore": "best"}

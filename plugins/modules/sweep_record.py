@@ -126,6 +126,16 @@ options:
     description: The restore choice (RV(choice) of O(state=restore_plan), for O(state=restore)).
     type: dict
     default: {}
+  record_host:
+    description:
+      - The host the record is under (default - the host running the task). A node group's points and restores are
+        one record each, under its rank 0, written by one rank; resume and the restore choice read that host's
+        records.
+    type: str
+  nodes:
+    description: The node group plan (M(moesweep.sweep.sglang_preflight)'s C(nodes)), kept in the record's C(nodes).
+    type: dict
+    default: {}
 attributes:
   action:
     support: full

@@ -22,7 +22,7 @@ import hashlib
 import json
 import shlex
 
-from ansible_collections.moesweep.sweep.plugins.plugin_utils import sglang_flags
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import nodes, sglang_flags
 
 API_KEY_ENV = "SGLANG_API_KEY"
 API_KEY_PLACEHOLDER = "${%s}" % API_KEY_ENV
@@ -158,10 +158,11 @@ def shell_join(argv):
 
 def plan(inputs):
     """Plan one launch. ``inputs``: backend, flags, backends, extra_flags, quantization, sglang_version,
-    provenance, command, venv, environment (public), secret_environment_keys, api_key_set, home, cuda_home.
+    provenance, command, venv, environment (public), secret_environment_keys, api_key_set, home, cuda_home, and
+    ``nodes``: this rank's node plan (``nodes.plan_nodes``) when the server spreads over a node group.
 
     Returns {sglang_version, backend, point, flags, flag_errors, argv, command_line, exec_lines, port, host,
-    environment, secret_environment_keys, launch_hash}. ``flag_errors`` are the schema's findings (the
+    environment, secret_environment_keys, launch_hash, nodes}. ``flag_errors`` are the schema's findings (the
     caller turns them into the refusal); anything else wrong raises LaunchError.
     """
     provenance = inputs.get("provenance") or {}
@@ -179,6 +180,12 @@ def plan(inputs):
                           "shown and recorded, the key must stay in the 0600 environment file")
     merged, backend = merge_flags(flags, inputs.get("backends") or {}, inputs.get("backend"),
                                   inputs.get("extra_flags") or {}, backend_choices(schema))
+    node_plan = inputs.get("nodes") or None
+    if node_plan:
+        try:
+            merged = nodes.node_flags(node_plan, merged)
+        except nodes.NodeError as exc:
+            raise LaunchError(str(exc)) from exc
     errors = list(sglang_flags.validate_flags(schema, merged))
     command = list(inputs.get("command") or [])
     if not command:
@@ -225,4 +232,5 @@ def plan(inputs):
         "environment": env,
         "secret_environment_keys": secret_keys,
         "launch_hash": launch_hash,
+        "nodes": node_plan or {},
     }

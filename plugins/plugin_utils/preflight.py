@@ -5,12 +5,13 @@
 the knowledge base (``compat.evaluate``). Shared by the ``sglang_preflight`` action, the ``sweep_plan``
 action (``backends=compatible``) and the ``moesweep check`` CLI, so they all give the same verdict."""
 
-from ansible_collections.moesweep.sweep.plugins.plugin_utils import compat, launch
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import compat, launch, nodes
 
 
-def _refusal(msg, launch_plan=None):
+def _refusal(msg, launch_plan=None, node_info=None):
     return dict(changed=False, failed=True, verdict="unsupported", msg=msg, reasons=[], citations=[],
-                alternatives=[], advice={}, forced=False, preflight_warnings=[], launch=launch_plan)
+                alternatives=[], advice={}, forced=False, preflight_warnings=[], launch=launch_plan,
+                nodes=node_info or {})
 
 
 # Addresses that accept connections from every interface (ServerArgs.host is handed to uvicorn as is).
@@ -27,20 +28,29 @@ def public_bind_warning(host, port, api_key_set):
     return None
 
 
-def run_preflight(args, task_vars_facts=None):
-    """Pure core shared with tests and the CLI: returns (result dict, failed bool)."""
+def run_preflight(args, task_vars_facts=None, node_inputs=None):
+    """Pure core shared with tests and the CLI: returns (result dict, failed bool). ``node_inputs``
+    (``nodes.inputs_from_vars``): this host serves in a node group; the launch is this rank's, and the result's
+    ``nodes`` is the group's plan (on a refusal: which host records it, and which host writes that record)."""
     facts = args.get("gpu_facts") or task_vars_facts or {}
     if "moesweep_gpu" in facts:
         facts = facts["moesweep_gpu"]
+    name = args.get("point") or args.get("backend")
+    node_plan = {}
+    if node_inputs:
+        try:
+            node_plan = nodes.plan_nodes(node_inputs)
+        except nodes.NodeError as exc:
+            return _refusal("sweep point %s: %s" % (name, exc), node_info=exc.info), True
     if args.get("point") and args["point"] != args["backend"]:
         return _refusal(
             "sweep point %r runs backend %r: the point's variables contradict its name (is "
             "sglang_server_backend set with -e?). Drop that variable, or sweep over %r."
-            % (args["point"], args["backend"], args["backend"])), True
+            % (args["point"], args["backend"], args["backend"]), node_info=node_plan), True
     try:
-        plan = launch.plan(args)
+        plan = launch.plan(dict(args, nodes=node_plan))
     except launch.LaunchError as exc:
-        return _refusal("sweep point %s: %s" % (args.get("point") or args.get("backend"), exc)), True
+        return _refusal("sweep point %s: %s" % (name, exc), node_info=node_plan), True
     point = {
         "backend": plan["backend"],
         "quantization": plan["flags"].get(launch.QUANT_FLAG),
@@ -73,6 +83,7 @@ def run_preflight(args, task_vars_facts=None):
         forced=False,
         preflight_warnings=warnings,
         launch=plan,
+        nodes=node_plan,
     )
     if verdict["status"] == "unsupported":
         result["msg"] = compat.format_refusal(verdict)

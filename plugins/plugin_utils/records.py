@@ -279,12 +279,30 @@ def point_status(stage, failed_result, readiness, smoke, benchmark, preflight):
     return "failed", None
 
 
-def stage_of(task_action):
-    """The stage a failed task belongs to, by its module / action."""
+def stage_of(task_action, failed_result=None):
+    """The stage a failed task belongs to, by its module / action (a node group's barrier, ``sglang_nodes``,
+    says which stage it judged)."""
     action = str(task_action or "").replace("moesweep.sweep.", "")
+    if action == "sglang_nodes":
+        return (failed_result or {}).get("stage") or "other"
     return {"sglang_preflight": "preflight", "sglang_ready": "readiness", "gpu_released": "restart",
             "sglang_smoke": "smoke", "sglang_bench": "benchmark", "gpu_facts": "facts",
             "port_owner": "preflight"}.get(action, "other")
+
+
+# A node group's readiness also names the rank that decided it and carries every rank's own verdict.
+READINESS_KEYS = ("state", "cause", "phase", "after_ready", "decisive_line", "traceback", "timeline", "elapsed",
+                  "health_sequence", "unit_state", "invocation_id", "started", "node_rank", "node_host", "nodes")
+
+
+def nodes_of(plan):
+    """The node group part of a record: which group, how many nodes, rank 0's dist-init address, the hosts in rank
+    order and their addresses (empty on one host)."""
+    plan = plan or {}
+    if not plan.get("group"):
+        return {}
+    return {k: plan.get(k) for k in ("group", "nnodes", "dist_init_addr", "hosts", "addresses", "record_host",
+                                     "recorder", "members") if plan.get(k) is not None}
 
 
 def _pick(d, keys):
@@ -314,6 +332,7 @@ def build_point_record(ctx):
         "sweep_id": ctx.get("sweep_id"),
         "host": ctx.get("host"),
         "point": ctx.get("point"),
+        "nodes": nodes_of(ctx.get("nodes")),
         "backend": launch.get("backend") or preflight.get("backend") or ctx.get("point"),
         "status": status,
         "cause": cause,
@@ -329,9 +348,7 @@ def build_point_record(ctx):
                        unit_sha256=ctx.get("unit_sha256")),
         "preflight": _pick(preflight, ("verdict", "msg", "reasons", "citations", "alternatives",
                                        "preflight_warnings", "advice", "forced", "effective_backend", "sm")),
-        "readiness": _pick(readiness, ("state", "cause", "phase", "after_ready", "decisive_line", "traceback",
-                                       "timeline", "elapsed", "health_sequence", "unit_state", "invocation_id",
-                                       "started")),
+        "readiness": _pick(readiness, READINESS_KEYS),
         "smoke": _pick(smoke, ("state", "answers", "reasons", "agreement", "model", "crash", "elapsed")),
         "benchmark": dict(_pick(benchmark, ("state", "levels", "model", "tokenizer", "sampler",
                                             "overhead_s_per_level", "crash", "elapsed", "msg")),
@@ -365,12 +382,14 @@ def build_restore_record(ctx):
         "status": PASSED if ok else "failed",
         "cause": None if ok else (readiness.get("cause") or readiness.get("state") or "failed"),
         "simulated": bool(ctx.get("simulated")),
+        "nodes": nodes_of(ctx.get("nodes")),
         "policy": ctx.get("policy"),
         "action": ctx.get("action"),
         "reason": ctx.get("reason"),
         "started": ctx.get("started"),
         "finished": now_iso(),
-        "readiness": _pick(readiness, ("state", "cause", "phase", "decisive_line", "elapsed", "invocation_id")),
+        "readiness": _pick(readiness, ("state", "cause", "phase", "decisive_line", "elapsed", "invocation_id",
+                                       "node_rank", "node_host", "nodes")),
         "failed_task": ctx.get("failed_task"),
         "failed_msg": ctx.get("failed_msg"),
         "moesweep": ctx.get("moesweep") or {},

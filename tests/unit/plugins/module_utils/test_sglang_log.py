@@ -467,3 +467,14 @@ def test_an_old_marker_waits_for_the_traceback_it_announces():
     c.feed("[12:00:01] Received sigquit from a child process. It usually means the child failed.\n", t=0.2)
     assert c.crash_settled
     assert c.result()["cause"] == "oom"
+
+
+def test_a_follower_ranks_dummy_health_server_is_its_http_phase_not_ready():
+    """A multi-node server's rank >= 1 serves no API: after its schedulers are ready it logs the dummy health
+    server's line (0.5.9 srt/utils/common.py launch_dummy_health_check_server) and never the ready line, so the
+    log alone says http_up; its health endpoint decides readiness."""
+    r = sglang_log.classify_lines([
+        "[2026-10-30 12:00:58] Init torch distributed begin.",
+        "[2026-10-30 12:01:09] Dummy health check server started in background thread at 0.0.0.0:8000",
+    ])
+    assert r["state"] == "starting" and r["phase"] == "http_up" and r["cause"] is None

@@ -184,3 +184,47 @@ def test_documentation_matches_argument_spec():
     ret = yaml.safe_load(sglang_ready.RETURN)
     assert {"state", "cause", "phase", "after_ready", "decisive_line", "traceback", "timeline", "elapsed",
             "health_sequence", "unit_state"} <= set(ret)
+
+
+# ---------------------------------------------------------------------------------------------- node groups
+# What a multi-node server's rank >= 1 logs once its schedulers are ready (0.5.9 srt/utils/common.py,
+# launch_dummy_health_check_server): no ready line ever follows, and only /ping, /health, /health_generate answer.
+FOLLOWER_TAIL = [
+    "[2026-10-30 12:01:09] Dummy health check server started in background thread at 0.0.0.0:8000",
+]
+
+
+def test_start_without_wait_returns_the_run_to_judge_later(ready, monkeypatch):
+    calls = _patch_sources(monkeypatch, [], [], [INACTIVE, STARTED])
+    kind, r = ready({"unit": "sglang.service", "start": True, "wait": False})
+    assert kind == "exit" and r["changed"] is True and r["started"] is True and r["waited"] is False
+    assert r["invocation_id"] == "0123abcd" and r["state"] is None
+    assert ["/usr/bin/systemctl", "start", "sglang.service"] in calls["run"]
+    assert "history" not in calls  # no journal read: nothing was judged
+
+
+def test_a_follower_rank_is_ready_on_its_health_endpoint_without_a_ready_line(ready, monkeypatch):
+    calls = _patch_sources(monkeypatch, FOLLOWER_TAIL, [503, 200], [STARTED])
+    kind, r = ready({"unit": "sglang.service", "invocation_id": "0123abcd", "node_rank": 1, "timeout": 10,
+                     "poll_interval": 0.01, "health_path": "/v1/models"})
+    assert kind == "exit" and r["state"] == "ready" and r["node_rank"] == 1
+    assert calls["url"] == "http://127.0.0.1:30000/health"  # the dummy server answers nothing else
+    assert "node rank 1, health endpoint only" in r["msg"]
+
+
+def test_the_run_to_judge_must_still_be_the_units_run(ready, monkeypatch):
+    _patch_sources(monkeypatch, [], [], [STARTED])
+    kind, r = ready({"unit": "sglang.service", "invocation_id": "ffff0000", "node_rank": 1})
+    assert kind == "fail" and "not on run ffff0000" in r["msg"] and r["invocation_id"] == "0123abcd"
+    kind, r = ready({"unit": "sglang.service", "invocation_id": "0123abcd", "start": True})
+    assert kind == "fail" and "without start" in r["msg"]
+    kind, r = ready({"unit": "sglang.service", "node_rank": -1})
+    assert kind == "fail" and "node_rank must be >= 0" in r["msg"]
+
+
+def test_a_killed_follower_rank_is_a_crash_with_systemds_verdict(ready, monkeypatch):
+    _patch_sources(monkeypatch, [], ["refused"] * 100, [STARTED, FAILED])
+    kind, r = ready({"unit": "sglang.service", "invocation_id": "0123abcd", "node_rank": 1, "timeout": 10,
+                     "poll_interval": 0.01, "fail_on_error": False})
+    assert kind == "exit" and r["state"] == "crashed" and r["cause"] == "killed"
+    assert r["decisive_line"] == "unit failed: ExecMainCode=2 ExecMainStatus=9"
