@@ -56,8 +56,7 @@ test: venv sim-deps browser-deps lint
 
 # Boot the embedded default (a simulated 8x RTX PRO 6000 host) and run the main job on it.
 demo: venv sim-deps
-	$(BIN)/moesweep sim up --hosts 1
-	$(BIN)/moesweep sweep --backends flashinfer_trtllm,flashinfer_cutedsl,flashinfer_cutlass --results results
+	$(BIN)/python scripts/demo.py
 
 demo-down: venv
 	$(BIN)/moesweep sim down

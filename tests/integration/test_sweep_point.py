@@ -201,7 +201,8 @@ def test_unknown_flag_is_a_flag_error(host):
         ({"sglang_server_extra_flags": {"attention-backend": "warp_drive"}}, "warp_drive"),
         ({"sglang_server_backends": {"flashinfer_cutlass": {"flags": {"moe-runner-backend": "flashinfer_cutlass",
                                                                          "nsa-typo": 1}}}}, "nsa-typo"),
-        ({"sglang_server_ready_timeout": 0}, "every timeout must be > 0"),
+        # refused by the sweep's plan, before the first point: the plan validates the timeouts once for all points
+        ({"sglang_server_ready_timeout": 0}, "sglang_server_ready_timeout=0 is not a positive number"),
         ({"sglang_server_unit_name": "sglang;reboot"}, "no shell"),
     ],
     ids=["unknown-backend", "unknown-flag", "bad-choice", "overlay-unknown-flag", "zero-timeout", "unit-metachar"],
