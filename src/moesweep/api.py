@@ -312,10 +312,12 @@ class Run:
 def run_playbook(playbook: str, *, inventory=None, extravars: dict | None = None, limit: str | None = None,
                  extra_vars_files: list | None = None, vault_password_file: str | None = None,
                  on_event: Callable[[dict], None] | None = None, cancel: Callable[[], bool] | None = None,
-                 keep_runner_dir: bool = False, ident: str | None = None, verbosity: int = 0) -> Run:
+                 keep_runner_dir: bool = False, ident: str | None = None, verbosity: int = 0,
+                 check: bool = False) -> Run:
     """Run one of the collection's playbooks with ansible-runner. Secrets stay out of every artifact: extra
     variables with secret names travel in a 0600 vars file inside the 0700 private data dir (never on a
-    command line), and the runner's own ``command`` / ``env`` artifacts are removed with the directory."""
+    command line), and the runner's own ``command`` / ``env`` artifacts are removed with the directory.
+    ``check`` runs it as ``ansible-playbook --check``."""
     import ansible_runner
 
     _ansible_playbook_present()
@@ -328,6 +330,8 @@ def run_playbook(playbook: str, *, inventory=None, extravars: dict | None = None
     cmdline = []
     if inv:
         cmdline += ["-i", inv]
+    if check:
+        cmdline += ["--check"]
     if secret_vars:
         path = os.path.join(pdd, "secret-vars.json")
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

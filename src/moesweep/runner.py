@@ -37,7 +37,7 @@ class PlaybookRun:
 
 
 def run_playbook(playbook: str, extravars: dict | None = None, inventory: str | None = None,
-                 limit: str | None = None, on_event=None) -> PlaybookRun:
+                 limit: str | None = None, on_event=None, check: bool = False) -> PlaybookRun:
     from moesweep import api
 
     hosts: dict[str, HostOutcome] = {}
@@ -66,5 +66,5 @@ def run_playbook(playbook: str, extravars: dict | None = None, inventory: str | 
         if on_event:
             on_event(event)
 
-    run = api.run_playbook(playbook, inventory=inventory, extravars=extravars, limit=limit, on_event=handler)
+    run = api.run_playbook(playbook, inventory=inventory, extravars=extravars, limit=limit, on_event=handler, check=check)
     return PlaybookRun(status=run.status, rc=run.rc, seconds=run.seconds, hosts=hosts)

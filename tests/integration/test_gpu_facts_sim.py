@@ -13,7 +13,7 @@ pytestmark = pytest.mark.hosts
 def _facts(sim_hosts, check: bool):
     extra = {"cuda_home": "/usr/local/cuda-12.8"}
     run = run_playbook("tests/integration/playbooks/gpu_facts.yml", inventory=str(sim_hosts.inventory),
-                       limit=sim_hosts.names[0], extravars=extra, cmdline_extra=["--check"] if check else None)
+                       limit=sim_hosts.names[0], extravars=extra, check=check)
     out = run.hosts[sim_hosts.names[0]]
     assert run.rc == 0, out.failed_msg
     return out.results["gpu_facts"]
