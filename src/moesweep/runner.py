@@ -66,5 +66,6 @@ def run_playbook(playbook: str, extravars: dict | None = None, inventory: str | 
         if on_event:
             on_event(event)
 
-    run = api.run_playbook(playbook, inventory=inventory, extravars=extravars, limit=limit, on_event=handler, check=check)
+    run = api.run_playbook(playbook, inventory=inventory, extravars=extravars, limit=limit, on_event=handler,
+                           check=check)
     return PlaybookRun(status=run.status, rc=run.rc, seconds=run.seconds, hosts=hosts)
