@@ -6,9 +6,8 @@ rank). Documentation: plugins/modules/sglang_nodes.py (action-only module stub);
 plugins/plugin_utils/nodes.py."""
 
 from ansible.errors import AnsibleActionFail
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
-from ansible_collections.moesweep.sweep.plugins.plugin_utils import nodes
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import action_args, nodes
 
 ARGUMENT_SPEC = dict(
     check=dict(type="str", required=True, choices=["ports", "restart", "released", "ready"]),
@@ -95,9 +94,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         super().run(tmp, task_vars)
-        validated = ArgumentSpecValidator(ARGUMENT_SPEC).validate(self._task.args)
-        if validated.error_messages:
-            raise AnsibleActionFail("sglang_nodes: " + "; ".join(validated.error_messages))
+        params = action_args.validated("sglang_nodes", ARGUMENT_SPEC, self._task.args)
         task_vars = task_vars or {}
-        return judge(validated.validated_parameters, task_vars.get("hostvars") or {},
+        return judge(params, task_vars.get("hostvars") or {},
                      task_vars.get("inventory_hostname"))

@@ -7,9 +7,8 @@ point before any unit is touched.
 Documentation lives in plugins/modules/sglang_preflight.py (action-only module stub)."""
 
 from ansible.errors import AnsibleActionFail
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
-from ansible_collections.moesweep.sweep.plugins.plugin_utils import nodes
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import action_args, nodes
 from ansible_collections.moesweep.sweep.plugins.plugin_utils.preflight import run_preflight
 
 ARGUMENT_SPEC = dict(
@@ -54,11 +53,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         super().run(tmp, task_vars)
-        validator = ArgumentSpecValidator(ARGUMENT_SPEC)
-        validated = validator.validate(self._task.args)
-        if validated.error_messages:
-            raise AnsibleActionFail("sglang_preflight: " + "; ".join(validated.error_messages))
-        args = validated.validated_parameters
+        args = action_args.validated("sglang_preflight", ARGUMENT_SPEC, self._task.args)
         if isinstance(args["backend"], (list, dict)):
             raise AnsibleActionFail(
                 "sglang_preflight: backend must be one --moe-runner-backend name (a string), got a %s: %r; "

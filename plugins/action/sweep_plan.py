@@ -5,10 +5,8 @@
 
 import os
 
-from ansible.errors import AnsibleActionFail
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
-from ansible_collections.moesweep.sweep.plugins.plugin_utils import launch, nodes, preflight, records
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import action_args, launch, nodes, preflight, records
 
 ARGUMENT_SPEC = dict(
     backend=dict(type="raw"),
@@ -136,10 +134,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         super().run(tmp, task_vars)
-        validated = ArgumentSpecValidator(ARGUMENT_SPEC).validate(self._task.args)
-        if validated.error_messages:
-            raise AnsibleActionFail("sweep_plan: " + "; ".join(validated.error_messages))
-        params = validated.validated_parameters
+        params = action_args.validated("sweep_plan", ARGUMENT_SPEC, self._task.args)
         if params.get("nodes_group") and params.get("node_inputs") is None:
             task_vars = task_vars or {}
             params["node_inputs"] = nodes.inputs_from_vars(

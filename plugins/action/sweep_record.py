@@ -10,11 +10,9 @@ import os
 import subprocess
 import time
 
-from ansible.errors import AnsibleActionFail
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 from ansible_collections.moesweep.sweep.plugins.module_utils import secrets
-from ansible_collections.moesweep.sweep.plugins.plugin_utils import records
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import action_args, records
 
 ARGUMENT_SPEC = dict(
     state=dict(type="str", required=True,
@@ -110,10 +108,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         super().run(tmp, task_vars)
-        validated = ArgumentSpecValidator(ARGUMENT_SPEC).validate(self._task.args)
-        if validated.error_messages:
-            raise AnsibleActionFail("sweep_record: " + "; ".join(validated.error_messages))
-        a = validated.validated_parameters
+        a = action_args.validated("sweep_record", ARGUMENT_SPEC, self._task.args)
         task_vars = task_vars or {}
         # A node group's point is one record, under its rank 0 (record_host), whichever rank writes it.
         host = a["record_host"] or task_vars.get("inventory_hostname")
