@@ -32,7 +32,7 @@ ARGUMENT_SPEC = dict(
     force=dict(type="bool", default=False),
     kb_path=dict(type="path"),
     nodes_group=dict(type="str"),
-    dist_init_port=dict(type="int", default=25000),
+    dist_init_port=dict(type="int", default=nodes.DEFAULT_PORT),
 )
 
 

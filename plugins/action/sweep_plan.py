@@ -140,7 +140,7 @@ class ActionModule(ActionBase):
             params["node_inputs"] = nodes.inputs_from_vars(
                 params["nodes_group"], task_vars.get("hostvars") or {}, task_vars.get("groups") or {},
                 task_vars.get("ansible_play_hosts") or [], params.get("host") or task_vars.get("inventory_hostname"),
-                (task_vars.get(nodes.PORT_VAR) if task_vars.get(nodes.PORT_VAR) is not None else 25000))
+                (task_vars.get(nodes.PORT_VAR) if task_vars.get(nodes.PORT_VAR) is not None else nodes.DEFAULT_PORT))
         try:
             sweep = plan(params)
         except records.PlanError as exc:

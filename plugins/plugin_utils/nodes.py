@@ -29,6 +29,8 @@ import json
 DEFAULT_GROUP = "sglang_nodes"
 RANK_VAR = "sglang_server_node_rank"
 PORT_VAR = "sglang_server_dist_init_port"
+# the role's default for PORT_VAR (roles/sglang_server/defaults/main.yml), the example of sglang's --dist-init-addr help
+DEFAULT_PORT = 25000
 # Strategies that run a task on every host before the next task starts on any (debug is linear's subclass).
 LOCKSTEP_STRATEGIES = ("linear", "debug")
 # What the dummy health server of a rank >= 1 serves (srt/utils/common.py:2664-2677, sglang 0.5.9).
