@@ -48,7 +48,10 @@ def test_typed_results_equal_the_records_and_events_come_in_order(bench_cluster,
         seq = [e.kind for e in mine]
         assert seq[0] == "point_started" and seq[-1] == "point_finished", seq
         phases = [e.phase for e in mine if e.kind == "phase"]
-        for phase in ("preflight", "resume", "configure", "restart", "readiness", "smoke", "benchmark", "record"):
+        # A point restarts the server only when its unit differs from the running one: the first point may find
+        # the host already on its backend (an earlier test left it there); triton always follows another backend.
+        wanted = ("preflight", "resume", "configure", "readiness", "smoke", "benchmark", "record")
+        for phase in wanted + (("restart",) if name == "triton" else ()):
             assert phase in phases, (name, phases)
         assert phases.index("preflight") < phases.index("readiness") < phases.index("benchmark")
         levels = [e.detail["concurrency"] for e in mine if e.kind == "level"]
