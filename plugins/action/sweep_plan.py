@@ -102,7 +102,7 @@ def plan(args):
     mine, group = spread(points, args)
     return {"sweep_id": sweep_id, "results_dir": results_dir, "dir": os.path.join(results_dir, sweep_id),
             "points": mine, "all_points": points, "spread": str(args["spread"]).lower(), "spread_group": group,
-            "restore": args["restore"], "reference_concurrency": reference,
+            "restore": args["restore"], "reference_concurrency": reference, "concurrency": list(concurrency),
             "rerun": bool(args["rerun"]), "sglang_version": version, "created": records.now_iso(),
             "nodes": roles}
 

@@ -147,8 +147,12 @@ def test_the_live_display_updates_during_a_benchmark_level(bench_cluster, tmp_pa
     text = screen.decode("utf-8", "replace")
     assert os.waitstatus_to_exitcode(status) == 0, text[-3000:]
     assert "moesweep sweep" in text and "triton" in text  # the table's title and row
-    # the display was redrawn while the benchmark ran: the phase cell said benchmark, then a level figure came (the
-    # module returns its levels together, so the cell shows the last one)
+    # the display was redrawn while the benchmark ran: the phase cell said benchmark with the levels that run, its
+    # elapsed cell counted up during the level, then a level figure came (the module returns its levels together,
+    # so the cell shows the last one)
     figure = re.search(r"c[14] [0-9.]+ tok/s", text)
     assert "benchmark" in text and figure and text.index("benchmark") < figure.start(), text[-3000:]
+    assert "levels c1, c4" in text
+    ticks = {int(t) for t in re.findall(r"benchmark\W+(\d+) s\W", text[:figure.start()])}
+    assert len(ticks) >= 3, (sorted(ticks), text[-3000:])
     assert len(snapshots) > 5

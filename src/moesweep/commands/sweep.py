@@ -93,6 +93,7 @@ class Progress:
 
     def __init__(self, live: bool):
         self.rows: dict = {}
+        self.levels: list = []  # the benchmark's concurrency levels, from the sweep plan
         self.live = None
         self.console = None
         if live:
@@ -102,7 +103,10 @@ class Progress:
 
                 self.console = Console(stderr=True)
                 if self.console.is_terminal:
-                    self.live = Live(self._table(), console=self.console, refresh_per_second=4, transient=False)
+                    # get_renderable: every refresh draws the table anew, so the elapsed cell of a running point
+                    # counts up during long steps (a benchmark level, a model load), not only at events
+                    self.live = Live(console=self.console, get_renderable=self._table, refresh_per_second=2,
+                                     transient=False)
                     self.live.start()
             except ImportError:  # pragma: no cover - rich is a runtime dependency
                 self.live = None
@@ -125,6 +129,9 @@ class Progress:
 
     def update(self, event) -> None:
         key = (event.host, event.point)
+        if event.kind == "plan":
+            self.levels = list(event.detail.get("concurrency") or [])
+            return
         if event.kind == "point_started":
             self.rows[key] = {"start": event.at, "phase": "started"}
             line = f"{event.host} {event.point}: started"
@@ -132,6 +139,9 @@ class Progress:
             if self.rows[key].get("phase") == event.phase:
                 return
             self.rows[key]["phase"] = event.phase
+            if event.phase == "benchmark" and self.levels:
+                # which levels run; each one's figure replaces this when the benchmark module returns them
+                self.rows[key]["level"] = "levels " + ", ".join(f"c{c}" for c in self.levels)
             line = f"{event.host} {event.point}: {event.phase}"
         elif event.kind == "level":
             lv = event.detail
@@ -161,14 +171,15 @@ class Progress:
         else:
             return
         if self.live:
-            self.live.update(self._table())
+            self.live.refresh()
         else:
             self._line(line)
 
     def stop(self):
         if self.live:
-            self.live.update(self._table())
+            self.live.refresh()
             self.live.stop()
+            self.live = None
 
 
 def run(args) -> int:
