@@ -14,7 +14,9 @@ short_description: Check that a ready SGLang server generates text, not garbage
 description:
   - Runs on the target, right after readiness. Sends a few fixed prompts with greedy sampling
     (C(temperature=0)) through the native C(/generate) endpoint, one streamed C(/generate), one
-    C(/v1/chat/completions) request and, when asked, C(/v1/completions).
+    C(/v1/chat/completions) request and, when asked, C(/v1/completions). The requests are sent at once (the
+    server batches them as it would any concurrent clients), so the check takes about one answer's time; the
+    answers keep the order of the requests.
   - Checks every answer for non-empty text, a finish reason and a completion token count, and for the garbage
     signatures of broken kernels - one token repeated, a run of C(!) (NaN logits), only punctuation or
     replacement characters, streamed chunks that add no text.
@@ -164,6 +166,7 @@ msg:
 import json
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.moesweep.sweep.plugins.module_utils import readiness, smoke
@@ -252,39 +255,52 @@ def main():
             except (KeyError, IndexError, TypeError):
                 module.fail_json(msg="GET /v1/models answered %s without a model id: %s" % (status, body[:200]),
                                  **empty)
+        # Every request at once (the server batches them, as it would any concurrent clients): the check takes
+        # about one answer's time instead of the sum of them. Answers keep the order of the requests.
+        jobs = []
         if "generate" in p["endpoints"]:
             for prompt in p["prompts"]:
-                status, body = _request(base + "/generate", {"text": prompt, "sampling_params": sampling},
-                                        p["api_key"], p["request_timeout"])
-                check = smoke.check_generate(_json(body)) if status == 200 else {
-                    "text": None, "token_ids": [], "finish_reason": None, "completion_tokens": None,
-                    "problems": ["HTTP %d: %s" % (status, body[:200])]}
-                check.update(endpoint="generate", prompt=prompt)
-                answers.append(check)
+                jobs.append(("generate", prompt, "/generate", {"text": prompt, "sampling_params": sampling},
+                             smoke.check_generate, True))
         if "generate_stream" in p["endpoints"]:
             prompt = p["prompts"][0] if p["prompts"] else p["chat_prompt"]
-            status, body = _request(base + "/generate", {"text": prompt, "sampling_params": sampling, "stream": True},
-                                    p["api_key"], p["request_timeout"])
-            check = smoke.check_generate_stream(body) if status == 200 else {
-                "text": None, "problems": ["HTTP %d: %s" % (status, body[:200])]}
-            check.update(endpoint="generate_stream", prompt=prompt)
-            answers.append(check)
+            jobs.append(("generate_stream", prompt, "/generate",
+                         {"text": prompt, "sampling_params": sampling, "stream": True},
+                         smoke.check_generate_stream, False))
         if "chat" in p["endpoints"]:
             payload = {"model": model, "messages": [{"role": "user", "content": p["chat_prompt"]}],
                        "temperature": 0.0, "max_tokens": p["max_new_tokens"]}
-            status, body = _request(base + "/v1/chat/completions", payload, p["api_key"], p["request_timeout"])
-            check = smoke.check_openai(_json(body), chat=True) if status == 200 else {
-                "text": None, "problems": ["HTTP %d: %s" % (status, body[:200])]}
-            check.update(endpoint="chat", prompt=p["chat_prompt"])
-            answers.append(check)
+            jobs.append(("chat", p["chat_prompt"], "/v1/chat/completions", payload,
+                         lambda data: smoke.check_openai(data, chat=True), True))
         if "completions" in p["endpoints"]:
             prompt = p["prompts"][0] if p["prompts"] else p["chat_prompt"]
             payload = {"model": model, "prompt": prompt, "temperature": 0.0, "max_tokens": p["max_new_tokens"]}
-            status, body = _request(base + "/v1/completions", payload, p["api_key"], p["request_timeout"])
-            check = smoke.check_openai(_json(body), chat=False) if status == 200 else {
-                "text": None, "problems": ["HTTP %d: %s" % (status, body[:200])]}
-            check.update(endpoint="completions", prompt=prompt)
-            answers.append(check)
+            jobs.append(("completions", prompt, "/v1/completions", payload,
+                         lambda data: smoke.check_openai(data, chat=False), True))
+
+        def ask(job):
+            return _request(base + job[2], job[3], p["api_key"], p["request_timeout"])
+
+        with ThreadPoolExecutor(max_workers=max(len(jobs), 1)) as pool:
+            replies = [pool.submit(ask, job) for job in jobs]
+            gone = None
+            for job, reply in zip(jobs, replies):  # noqa: B905 - same length; targets run Python 3.9 (no strict=)
+                endpoint, prompt, _path, _payload, checker, parse = job
+                try:
+                    status, body = reply.result()
+                except ServerGone as exc:
+                    gone = gone or exc
+                    continue
+                if status == 200:
+                    check = checker(_json(body) if parse else body)
+                else:
+                    check = {"text": None, "problems": ["HTTP %d: %s" % (status, body[:200])]}
+                    if endpoint == "generate":
+                        check.update(token_ids=[], finish_reason=None, completion_tokens=None)
+                check.update(endpoint=endpoint, prompt=prompt)
+                answers.append(check)
+            if gone is not None:
+                raise gone
     except ServerGone as exc:
         journalctl = module.get_bin_path("journalctl")
         systemctl = module.get_bin_path("systemctl")
