@@ -196,6 +196,8 @@ def parse_result(record, num_prompts):
 # run_name="__main__": the real argparse parser, then run_benchmark). The client's imports (numpy,
 # transformers, aiohttp: seconds on a loaded host) are paid once per point instead of once per level.
 # It prints one JSON event line per level start / end on stdout (the level's own output goes to its log).
+# With --wait it is started ahead: it imports, then reads its plan only after a line on stdin, so the imports
+# overlap the module's server checks and the sampler's first sample.
 DRIVER_SOURCE = r'''
 import contextlib, json, runpy, sys, time, traceback
 
@@ -203,12 +205,14 @@ def emit(**event):
     sys.__stdout__.write(json.dumps(event) + "\n")
     sys.__stdout__.flush()
 
-def main(plan_path):
-    with open(plan_path) as fh:
-        plan = json.load(fh)
+def main(plan_path, wait):
     t0 = time.time()
     import sglang.bench_serving  # noqa: F401  the imports, once
     emit(event="imported", t=time.time(), seconds=time.time() - t0)
+    if wait and not sys.stdin.readline():
+        return  # started ahead (--wait), and the module went away before it gave the go
+    with open(plan_path) as fh:
+        plan = json.load(fh)
     for level in plan["levels"]:
         with open(level["log"], "w") as log:
             emit(event="start", concurrency=level["concurrency"], t=time.time())
@@ -226,7 +230,7 @@ def main(plan_path):
     emit(event="done", t=time.time())
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], "--wait" in sys.argv[2:])
 '''
 
 

@@ -368,20 +368,50 @@ def served_model(base, api_key):
     return data["data"][0]["id"]
 
 
-def run_levels(module, p, plan_levels, env):
-    """Run the driver over the levels; a level that outlasts level_timeout stops the driver, is recorded as
-    timed out, and a new driver runs the next levels. Returns {concurrency: {t_start, t_end, rc, error}}."""
+def start_driver(p, env, gated):
+    """The driver over the client venv. ``gated``: it imports the client, then waits for a line on stdin before
+    it reads its plan (the module checks the server and starts the sampler meanwhile)."""
+    plan_path = os.path.join(p["output_dir"], "driver-plan.json")
+    argv = [p["client_python"], "-c", bs.DRIVER_SOURCE, plan_path] + (["--wait"] if gated else [])
+    return subprocess.Popen(argv, stdin=subprocess.PIPE if gated else subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, env=env, cwd=p["output_dir"])
+
+
+def stop_driver(proc):
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+def level_files(output_dir, concurrency):
+    stem = os.path.join(output_dir, "c%d" % concurrency)
+    return {"jsonl": stem + ".bench.jsonl", "log": stem + ".log", "summary": stem + ".level.json",
+            "result": stem + ".result.json", "telemetry_csv": stem + ".telemetry.csv"}
+
+
+def run_levels(module, p, plan_levels, env, driver=None, exiting=None):
+    """Run the driver over the levels (``driver``: one started gated, still waiting for its plan); a level that
+    outlasts level_timeout stops the driver, is recorded as timed out, and a new driver runs the next levels.
+    A driver that said it is done is left to exit on its own, in ``exiting`` (the caller reaps it).
+    Returns {concurrency: {t_start, t_end, rc, error}}."""
+    exiting = [] if exiting is None else exiting
     outcomes = {}
     pending = list(plan_levels)
     while pending:
-        plan_path = os.path.join(p["output_dir"], "driver-plan.json")
-        _write_json(plan_path, {"levels": pending})
-        proc = subprocess.Popen([p["client_python"], "-c", bs.DRIVER_SOURCE, plan_path], stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, env=env, cwd=p["output_dir"])
+        _write_json(os.path.join(p["output_dir"], "driver-plan.json"), {"levels": pending})
+        if driver is not None:
+            proc, driver = driver, None
+            try:
+                proc.stdin.write(b"go\n")
+                proc.stdin.close()
+            except (IOError, OSError):
+                pass  # it died importing the client: its output says why (below)
+        else:
+            proc = start_driver(p, env, gated=False)
         buf = b""
         current = None
         level_started = time.monotonic()
-        timed_out = False
+        timed_out = done = False
         while True:
             ready, _, _ = select.select([proc.stdout], [], [], 1.0)
             if ready:
@@ -401,6 +431,10 @@ def run_levels(module, p, plan_levels, env):
                             t_end=event["t"], rc=event.get("rc"), error=event.get("error"))
                         pending = [lv for lv in pending if lv["concurrency"] != event["concurrency"]]
                         current = None
+                    elif event.get("event") == "done":
+                        done = True
+            if done:
+                break  # every level ran: the interpreter's exit overlaps the sampler's last sample (main)
             if current is not None and time.monotonic() - level_started > p["level_timeout"]:
                 proc.kill()
                 timed_out = True
@@ -410,6 +444,9 @@ def run_levels(module, p, plan_levels, env):
                 break
             if proc.poll() is not None and not ready:
                 break
+        if done:
+            exiting.append(proc)
+            continue
         proc.wait()
         if not timed_out and pending and current is None and proc.returncode not in (0, None):
             # the driver itself failed before a level started (e.g. the client's imports)
@@ -472,7 +509,11 @@ def main():
     empty = dict(state="error", levels=[], tokenizer={}, sampler={}, model=None, overhead_s_per_level=None,
                  crash={}, elapsed=0.0)
 
+    spawned = []  # the driver, started before the server checks: stopped when the module fails before it runs
+
     def fail(msg, **extra):
+        for proc in spawned:
+            stop_driver(proc)
         module.fail_json(msg=msg, **dict(empty, elapsed=round(time.monotonic() - started, 3), **extra))
 
     # ---- bad input, before any request
@@ -508,6 +549,26 @@ def main():
         fail("sglang_bench: %s; the client never downloads one (the hub is offline for it)" % how)
     host = "[%s]" % p["host"] if ":" in p["host"] and not p["host"].startswith("[") else p["host"]
     base = "http://%s:%d" % (host, p["port"])
+    try:
+        os.makedirs(p["output_dir"], exist_ok=True)
+    except OSError as exc:
+        fail("sglang_bench: cannot create output_dir %s: %s" % (p["output_dir"], exc))
+    # ---- the levels that finished before (kept unless rerun)
+    reused = {}
+    for c, _n in levels:
+        files = level_files(p["output_dir"], c)
+        if not p["rerun"] and os.path.isfile(files["summary"]) and os.path.isfile(files["jsonl"]):
+            try:
+                with open(files["summary"]) as fh:
+                    reused[c] = dict(json.load(fh), reused=True)
+            except ValueError:
+                pass
+    env = dict(os.environ, **OFFLINE_ENV)
+    if p["api_key"]:
+        env["OPENAI_API_KEY"] = p["api_key"]
+    # The client's imports (seconds) overlap the server checks, the sampler's probe and its first sample.
+    driver = start_driver(p, env, gated=True) if len(reused) < len(levels) else None
+    spawned.append(driver)
     ok, state = server_state(module, p, base, unit)
     if not ok:
         fail("sglang_bench: %s" % state)
@@ -515,28 +576,16 @@ def main():
         model = p["model"] or served_model(base, p["api_key"])
     except Exception as exc:  # noqa: BLE001 - reported, with the fix
         fail("sglang_bench: GET /v1/models failed (%s): set model to the served model name" % exc)
-    try:
-        os.makedirs(p["output_dir"], exist_ok=True)
-    except OSError as exc:
-        fail("sglang_bench: cannot create output_dir %s: %s" % (p["output_dir"], exc))
 
-    # ---- plan the levels; keep the finished ones
+    # ---- plan the levels to run
     results, todo = {}, []
     first = True
     for c, n in levels:
-        stem = os.path.join(p["output_dir"], "c%d" % c)
-        files = {"jsonl": stem + ".bench.jsonl", "log": stem + ".log", "summary": stem + ".level.json",
-                 "result": stem + ".result.json", "telemetry_csv": stem + ".telemetry.csv"}
-        if not p["rerun"] and os.path.isfile(files["summary"]) and os.path.isfile(files["jsonl"]):
-            try:
-                with open(files["summary"]) as fh:
-                    done = json.load(fh)
-                done["reused"] = True
-                results[c] = done
-                first = False
-                continue
-            except ValueError:
-                pass
+        files = level_files(p["output_dir"], c)
+        if c in reused:
+            results[c] = reused[c]
+            first = False
+            continue
         for path in (files["jsonl"], files["summary"]):
             if os.path.exists(path):
                 os.unlink(path)  # bench_serving appends: start each level's file afresh
@@ -547,21 +596,25 @@ def main():
         first = False
         todo.append({"concurrency": c, "num_prompts": n, "args": args, "log": files["log"], "files": files})
 
-    env = dict(os.environ, **OFFLINE_ENV)
-    if p["api_key"]:
-        env["OPENAI_API_KEY"] = p["api_key"]
     sampler, sampler_info = None, None
     all_csv = os.path.join(p["output_dir"], "telemetry.csv")
-    if todo and p["telemetry"]:
-        sampler, sampler_info = start_sampler(module, p, all_csv)
-        time.sleep(max(0.5, 2 * p["telemetry_interval_ms"] / 1000.0))  # a sample before the first request
-    t_begin = time.time()
+    exiting = []
     try:
-        outcomes = run_levels(module, p, todo, env) if todo else {}
+        if todo and p["telemetry"]:
+            sampler, sampler_info = start_sampler(module, p, all_csv)
+            time.sleep(max(0.5, 2 * p["telemetry_interval_ms"] / 1000.0))  # a sample before the first request
+        t_begin = time.time()
+        outcomes = run_levels(module, p, todo, env, driver, exiting) if todo else {}
     finally:
         if sampler:
             time.sleep(max(0.5, 2 * p["telemetry_interval_ms"] / 1000.0))  # a sample after the last response
             sampler.stop()
+        for proc in exiting:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                stop_driver(proc)
+        stop_driver(driver)
     rows = []
     if sampler and os.path.isfile(all_csv):
         rows = telemetry.parse_samples(_read(all_csv), fields=telemetry.query_fields(

@@ -140,6 +140,28 @@ def test_driver_source_is_valid_python_and_runs_levels(tmp_path):
     assert "RuntimeError: boom" in events[4]["error"] and "args ['--y']" in (tmp_path / "c4.log").read_text()
 
 
+def test_a_driver_started_ahead_imports_then_waits_for_the_go_and_reads_its_plan_only_then(tmp_path):
+    """--wait: the imports happen at once, the plan is read after a line on stdin (it may not exist before), and
+    a closed stdin without the go ends the driver without running anything."""
+    pkg = tmp_path / "sglang"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "bench_serving.py").write_text("import sys\nif __name__ == '__main__':\n    print('ran', sys.argv[1:])\n")
+    plan_path = tmp_path / "plan.json"
+    argv = [sys.executable, "-c", bs.DRIVER_SOURCE, str(plan_path), "--wait"]
+    env = {"PYTHONPATH": str(tmp_path)}
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert json.loads(proc.stdout.readline())["event"] == "imported"  # before any plan exists
+    plan_path.write_text(json.dumps({"levels": [{"concurrency": 2, "args": ["--z"], "log": str(tmp_path / "c2.log")}]}))
+    out, _ = proc.communicate("go\n", timeout=60)
+    assert [e["event"] for e in bs.parse_events(out)] == ["start", "end", "done"]
+    assert "ran ['--z']" in (tmp_path / "c2.log").read_text()
+    (tmp_path / "c2.log").unlink()
+    gone = subprocess.run(argv, cwd=tmp_path, env=env, input="", capture_output=True, text=True, timeout=60)
+    assert gone.returncode == 0 and [e["event"] for e in bs.parse_events(gone.stdout)] == ["imported"]
+    assert not (tmp_path / "c2.log").exists()
+
+
 def test_overhead_per_level():
     assert bs.overhead_per_level(23.0, [10.0, 10.0]) == 1.5
     assert bs.overhead_per_level(5.0, []) is None
