@@ -178,18 +178,26 @@ TEST_STACK = "test-cpu-sglang-0.5.9"
 
 def provision(cluster: SimCluster, stack: str = TEST_STACK) -> None:
     """site.yml on the cluster from a wheelhouse served on each host's gateway (the air-gapped path): the test
-    stack's server venv and the benchmark client venv, as a real host gets them (cached wheels)."""
+    stack's server venv and the benchmark client venv, as a real host gets them (cached wheels). One run for
+    every host of the cluster (Ansible's forks install them in parallel): each gateway serves the wheelhouse on
+    the same port, and each host's index URL names its own gateway."""
+    import contextlib
     import json
 
     from helpers import wheelhouse
 
     locks = REPO / "roles" / "sglang_env" / "files" / "locks"
     root = wheelhouse.build([locks / f"{stack}.txt", locks / "client-sglang-0.5.9.txt"])
-    for host in cluster.hosts:
-        with wheelhouse.serve(root, host.gateway, 0) as url:
-            extra = {"sglang_env_stack": stack, "sglang_env_index_url": f"{url}/simple/",
-                     "sglang_env_trusted_hosts": [host.gateway]}
-            cluster.playbook(str(REPO / "site.yml"), "--limit", host.name, "-e", json.dumps(extra))
+    gateways = sorted({host.gateway for host in cluster.hosts})
+    with contextlib.ExitStack() as stack_:
+        url = stack_.enter_context(wheelhouse.serve(root, gateways[0], 0))
+        port = int(url.rsplit(":", 1)[1])
+        for gateway in gateways[1:]:
+            stack_.enter_context(wheelhouse.serve(root, gateway, port))
+        extra = {"sglang_env_stack": stack,
+                 "sglang_env_index_url": "http://{{ moesweep_sim_gateway }}:" + f"{port}/simple/",
+                 "sglang_env_trusted_hosts": ["{{ moesweep_sim_gateway }}"]}
+        cluster.playbook(str(REPO / "site.yml"), "-e", json.dumps(extra))
 
 
 @pytest.fixture(scope="session")
