@@ -9,7 +9,10 @@ The hosts are provisioned first with site.yml (test stack and benchmark client f
 host's gateway), so each point is benchmarked as in a real sweep; the timed runs are the user's command,
 `ansible-playbook sweep.yml -e backends=[...]`, from the repository root.
 
-Run as root: .venv/bin/python bench/sweep_wall.py [--time-scale 0.25] [--keep DIR] [--json]
+Run as root: .venv/bin/python bench/sweep_wall.py [--time-scale 0.25] [--keep DIR] [--json] [--one-host]
+[--profile] [--keep-up]. With --profile, bench/callback_plugins/task_times.py times every task of the 1-host run and
+the figures say where each point's overhead goes (the tasks' own seconds by phase, and the gaps between tasks:
+the controller's includes and templating).
 Exit 0 when both goals are met, 1 when one is missed, 2 when a point was not recorded exactly once or did not pass.
 """
 
@@ -72,14 +75,39 @@ def overhead(wall: float, recs: list[dict], restores: list[dict]) -> dict:
             "per_point_s": round((wall - own) / max(len(recs), 1), 2), "per_point_in_record_s": per_record}
 
 
-def timed_sweep(inventory: Path, results: Path, time_scale: float, *args: str) -> tuple[float, list[dict]]:
+def timed_sweep(inventory: Path, results: Path, time_scale: float, *args: str,
+                profile: Path | None = None) -> tuple[float, list[dict]]:
+    env = None
+    if profile is not None:
+        env = {"ANSIBLE_CALLBACK_PLUGINS": str(REPO / "bench" / "callback_plugins"),
+               "ANSIBLE_CALLBACKS_ENABLED": "moesweep.sweep.results,task_times", "MOESWEEP_TASK_TIMES": str(profile)}
     settings = {"sglang_server_extra_environment": {"MOESWEEP_SIM_TIME_SCALE": str(time_scale), **SIM_RATES},
                 "sglang_server_ready_timeout": 600, "results_dir": str(results), "rerun": True, **SMALL_BENCH}
     t0 = time.monotonic()
     run_ansible("ansible-playbook", "-i", str(inventory), "sweep.yml", "-e", json.dumps(settings),
-                "-e", "backends=" + ",".join(BACKENDS), *args, check=False)
+                "-e", "backends=" + ",".join(BACKENDS), *args, check=False, env=env)
     wall = time.monotonic() - t0
     return wall, points(results)
+
+
+def where_time_goes(profile: Path) -> dict:
+    """The 1-host run's task times (bench/callback_plugins/task_times.py), summed: per action, the tasks' own
+    seconds and the gaps before them, and the slowest tasks by name."""
+    rows = [json.loads(line) for line in profile.read_text().splitlines() if line.strip()]
+    by_action: dict[str, list[float]] = {}
+    by_task: dict[str, float] = {}
+    for r in rows:
+        acc = by_action.setdefault(r["action"], [0, 0.0, 0.0])
+        acc[0] += 1
+        acc[1] += r["seconds"]
+        acc[2] += r["gap"]
+        name = r["task"].split(" of ")[0].split(", ")[0].split(" for ")[0][:70]
+        by_task[name] = by_task.get(name, 0.0) + r["seconds"]
+    return {"tasks": len(rows), "task_s": round(sum(r["seconds"] for r in rows), 1),
+            "gap_s": round(sum(r["gap"] for r in rows), 1),
+            "by_action": {a: {"n": n, "task_s": round(t, 1), "gap_s": round(g, 1)}
+                          for a, (n, t, g) in sorted(by_action.items(), key=lambda kv: -(kv[1][1] + kv[1][2]))},
+            "slowest_tasks": dict(sorted(((k, round(v, 1)) for k, v in by_task.items()), key=lambda kv: -kv[1])[:15])}
 
 
 def main() -> int:
@@ -88,11 +116,15 @@ def main() -> int:
                         help="the simulator's MOESWEEP_SIM_TIME_SCALE (1.0: the recorded launch timings)")
     parser.add_argument("--keep", type=Path, help="keep the results directories here")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    parser.add_argument("--one-host", action="store_true", help="time the 1-host sweep only (no spread figure)")
+    parser.add_argument("--profile", action="store_true", help="time every task of the 1-host run")
+    parser.add_argument("--keep-up", action="store_true", help="leave the simulated hosts running (faster reruns)")
     args = parser.parse_args()
     root = wheelhouse.build([LOCKS / f"{STACK}.txt", LOCKS / "client-sglang-0.5.9.txt"])
     inventory = Path(f"/run/moesweep/{CLUSTER}.yml")
     work = args.keep or Path(tempfile.mkdtemp(prefix="moesweep-spread-"))
-    res = simhosts.up(n=4, cluster=CLUSTER, inventory=inventory, log=lambda m: None)
+    work.mkdir(parents=True, exist_ok=True)
+    res = simhosts.up(n=1 if args.one_host else 4, cluster=CLUSTER, inventory=inventory, log=lambda m: None)
     try:
         with contextlib.ExitStack() as stack:
             for h in res.hosts:
@@ -102,19 +134,24 @@ def main() -> int:
                                 "sglang_env_trusted_hosts": ["{{ moesweep_sim_gateway }}"]})
             run_ansible("ansible-playbook", "-i", str(inventory), str(REPO / "site.yml"), "-e", extra)
         one = sorted(h.name for h in res.hosts)[0]
-        wall_1, recs_1 = timed_sweep(inventory, work / "one-host", args.time_scale, "--limit", one)
-        wall_4, recs_4 = timed_sweep(inventory, work / "four-hosts", args.time_scale, "-e", "spread=true")
+        profile = work / "task-times.jsonl" if args.profile else None
+        wall_1, recs_1 = timed_sweep(inventory, work / "one-host", args.time_scale, "--limit", one, profile=profile)
+        wall_4, recs_4 = (None, []) if args.one_host else timed_sweep(inventory, work / "four-hosts",
+                                                                      args.time_scale, "-e", "spread=true")
     finally:
-        simhosts.down(cluster=CLUSTER, log=lambda m: None)
-    ok = (sorted(r["point"] for r in recs_4) == sorted(BACKENDS)
+        if not args.keep_up:
+            simhosts.down(cluster=CLUSTER, log=lambda m: None)
+    ok = ((args.one_host or sorted(r["point"] for r in recs_4) == sorted(BACKENDS))
           and sorted(r["point"] for r in recs_1) == sorted(BACKENDS)
           and all(r["status"] == "passed" for r in recs_1 + recs_4))
-    ratio = wall_4 / wall_1
+    ratio = wall_4 / wall_1 if wall_4 is not None else None
     over = overhead(wall_1, recs_1, points(work / "one-host", "restore"))
     figures = {"backends": BACKENDS, "time_scale": args.time_scale, "one_host_s": round(wall_1, 1),
-               "four_hosts_spread_s": round(wall_4, 1), "ratio": round(ratio, 3), "goal": GOAL,
+               "four_hosts_spread_s": wall_4 and round(wall_4, 1), "ratio": ratio and round(ratio, 3), "goal": GOAL,
                "overhead_one_host": over, "overhead_goal_s": OVERHEAD_GOAL, "every_point_once_and_passed": ok,
                "statuses": {r["point"]: [r["host"], r["status"]] for r in recs_4}}
+    if profile is not None:
+        figures["where_time_goes"] = where_time_goes(profile)
     if args.json:
         print(json.dumps(figures))
     else:
@@ -123,12 +160,21 @@ def main() -> int:
               f"{over['server_start_and_bench_s']:.1f} s")
         print(f"  overhead per point:     {over['per_point_s']:7.2f} s (goal <= {OVERHEAD_GOAL:.0f} s); "
               "in each record: " + ", ".join(f"{p} {v:.2f} s" for p, v in over["per_point_in_record_s"].items()))
-        where = ", ".join(f"{p} on {h} {s}" for p, (h, s) in figures["statuses"].items())
-        print(f"  4 hosts, spread=true:   {wall_4:7.1f} s  ({where})")
-        print(f"  ratio {ratio:.3f} (goal <= {GOAL}); every point recorded once and passed: {ok}")
+        if profile is not None:
+            where = figures["where_time_goes"]
+            print(f"  1-host run, {where['tasks']} task results: {where['task_s']} s in tasks, "
+                  f"{where['gap_s']} s between them")
+            for action, f in where["by_action"].items():
+                print(f"    {action:40s} x{f['n']:<4d} {f['task_s']:7.1f} s in tasks  {f['gap_s']:6.1f} s before them")
+            print("  slowest tasks (summed over the points): " + "; ".join(
+                f"{k} {v} s" for k, v in where["slowest_tasks"].items()))
+        if wall_4 is not None:
+            where = ", ".join(f"{p} on {h} {s}" for p, (h, s) in figures["statuses"].items())
+            print(f"  4 hosts, spread=true:   {wall_4:7.1f} s  ({where})")
+            print(f"  ratio {ratio:.3f} (goal <= {GOAL}); every point recorded once and passed: {ok}")
     if not ok:
         return 2
-    return 0 if ratio <= GOAL and over["per_point_s"] <= OVERHEAD_GOAL else 1
+    return 0 if (ratio is None or ratio <= GOAL) and over["per_point_s"] <= OVERHEAD_GOAL else 1
 
 
 if __name__ == "__main__":
