@@ -172,6 +172,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.moesweep.sweep.plugins.module_utils import readiness, smoke
 
 try:
+    from http.client import HTTPException
     from urllib.error import HTTPError, URLError
     from urllib.request import Request, urlopen
 except ImportError:  # pragma: no cover
@@ -200,8 +201,9 @@ def _request(url, payload, api_key, timeout):
         if exc.code in (502, 503, 504):
             raise ServerGone("HTTP %d from %s: %s" % (exc.code, url, body[:200])) from exc
         return exc.code, body
-    except (URLError, ConnectionError, socket.timeout, TimeoutError) as exc:
-        raise ServerGone("%s: %s" % (url, getattr(exc, "reason", exc))) from exc
+    except (URLError, ConnectionError, socket.timeout, TimeoutError, HTTPException) as exc:
+        # HTTPException: IncompleteRead when the server dies in the middle of an answer (a stream)
+        raise ServerGone("%s: %s" % (url, getattr(exc, "reason", None) or exc)) from exc
 
 
 def _json(body):

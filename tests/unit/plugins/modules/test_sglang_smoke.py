@@ -90,6 +90,48 @@ def test_nothing_listening_is_a_dead_server_not_a_traceback(run_module, monkeypa
     assert kind == "fail" and r["state"] == "server_died" and "stopped answering" in r["msg"]
 
 
+def test_a_server_that_dies_in_the_middle_of_an_answer_is_a_dead_server_not_a_traceback(run_module, monkeypatch):
+    """The requests go out at once: a stream cut short (http.client.IncompleteRead) while the other answers
+    come back whole is the server dying, reported with the answers that did arrive."""
+    class Cut(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            body = json.dumps({"data": [{"id": "glm-5"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self):
+            req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if req.get("stream"):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Content-Length", "4096")  # promised, never sent: the process died
+                self.end_headers()
+                self.wfile.write(b'data: {"text": "Par')
+                return
+            body = json.dumps({"text": "Paris is the capital", "output_ids": [1, 2, 3, 4],
+                               "meta_info": {"finish_reason": {"type": "length"}, "completion_tokens": 4}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Cut)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setattr(sglang_smoke.AnsibleModule, "get_bin_path", lambda self, name, required=False: None)
+    try:
+        kind, r = run_module(sglang_smoke, {"port": server.server_address[1], "endpoints": ["generate",
+                                                                                         "generate_stream"]})
+    finally:
+        server.shutdown()
+    assert kind == "fail" and r["state"] == "server_died" and "IncompleteRead" in r["msg"], r["msg"]
+    assert [a["endpoint"] for a in r["answers"]] == ["generate"] * 3
+
+
 def test_bad_arguments(run_module):
     kind, r = run_module(sglang_smoke, {"max_new_tokens": 0})
     assert kind == "fail" and "greater than 0" in r["msg"]
