@@ -299,6 +299,25 @@ class Sampler:
             self._fh.close()
 
 
+def sample_after(path, t_after, timeout, fields):
+    """Wait until the sampler's CSV holds a sample taken after ``t_after`` (or ``timeout`` seconds passed). Reads
+    only the file's tail; a tail without the header or cut mid-line parses to no rows, which just waits on."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        time.sleep(0.05)
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                fh.seek(max(0, fh.tell() - 4096))
+                tail = fh.read().decode("utf-8", "replace")
+        except (IOError, OSError):
+            continue
+        rows = telemetry.parse_samples(tail, fields=fields)
+        if any(r.get("t") is not None and r["t"] > t_after for r in rows):
+            return True
+    return False
+
+
 def start_sampler(module, p, out_csv):
     """NVML through the client venv where it answers, else nvidia-smi; None when neither exists."""
     interval = p["telemetry_interval_ms"]
@@ -607,7 +626,10 @@ def main():
         outcomes = run_levels(module, p, todo, env, driver, exiting) if todo else {}
     finally:
         if sampler:
-            time.sleep(max(0.5, 2 * p["telemetry_interval_ms"] / 1000.0))  # a sample after the last response
+            # a sample after the last response: as soon as the sampler wrote one, at most two intervals
+            sample_after(all_csv, time.time(), max(0.5, 2 * p["telemetry_interval_ms"] / 1000.0),
+                         telemetry.query_fields((sampler_info or {}).get("driver_version"))
+                         if sampler.kind == "nvidia-smi" else None)
             sampler.stop()
         for proc in exiting:
             try:
