@@ -98,3 +98,25 @@ def test_documentation_matches_the_argument_spec():
     assert set(doc["options"]) == spec
     yaml.safe_load(sglang_bench.EXAMPLES)
     assert {"state", "levels", "overhead_s_per_level", "crash"} <= set(yaml.safe_load(sglang_bench.RETURN))
+
+
+def test_the_telemetry_tail_ends_at_the_first_sample_after_the_last_response(tmp_path):
+    """sample_after reads the CSV's tail (here a real nvidia-smi recording from the H200 device, cut so that its
+    first line is partial and the header is gone): a sample after the given time ends the wait at once; none
+    waits the whole timeout."""
+    from ansible_collections.moesweep.sweep.plugins.module_utils import telemetry
+    from helpers.paths import REPO
+
+    text = (REPO / "tests/fixtures/telemetry/h200-x1-20261201/smi-cudagraph.csv").read_text()
+    path = tmp_path / "telemetry.csv"
+    path.write_text("x" * 5000 + "\n" + text)
+    fields = telemetry.query_fields("580.159.04")
+    last = max(r["t"] for r in telemetry.parse_samples(text, fields=fields) if r.get("t") is not None)
+    import time
+
+    t0 = time.monotonic()
+    assert sglang_bench.sample_after(str(path), last - 0.001, 5.0, fields) is True
+    assert time.monotonic() - t0 < 1.0
+    t0 = time.monotonic()
+    assert sglang_bench.sample_after(str(path), last + 60, 0.3, fields) is False
+    assert time.monotonic() - t0 >= 0.3
