@@ -18,7 +18,9 @@ description:
     and the Hugging Face hub offline, so the client reaches nothing but this server.
   - All levels run in one interpreter of the client venv - each level is C(python -m sglang.bench_serving ARGS)
     run through C(runpy) exactly as C(python -m) runs it - so the client's imports are paid once, not per level.
-    The equivalent command line of every level is returned.
+    That interpreter starts before the module checks the server and starts the sampler, so its imports overlap
+    them; it sends no request before the module gives the go. The equivalent command line of every level is
+    returned.
   - Samples GPU telemetry at O(telemetry_interval_ms) during the levels, through NVML (C(nvidia-ml-py) in the
     client venv) where it answers, else C(nvidia-smi --query-gpu ... -lms); writes one CSV per level and
     summarises it per GPU (mean, p5, max of utilization, power against the enforced limit, SM clock against its
