@@ -189,11 +189,11 @@ def provision(cluster: SimCluster, stack: str = TEST_STACK) -> None:
     locks = REPO / "roles" / "sglang_env" / "files" / "locks"
     root = wheelhouse.build([locks / f"{stack}.txt", locks / "client-sglang-0.5.9.txt"])
     gateways = sorted({host.gateway for host in cluster.hosts})
-    with contextlib.ExitStack() as stack_:
-        url = stack_.enter_context(wheelhouse.serve(root, gateways[0], 0))
+    with contextlib.ExitStack() as servers:
+        url = servers.enter_context(wheelhouse.serve(root, gateways[0], 0))
         port = int(url.rsplit(":", 1)[1])
         for gateway in gateways[1:]:
-            stack_.enter_context(wheelhouse.serve(root, gateway, port))
+            servers.enter_context(wheelhouse.serve(root, gateway, port))
         extra = {"sglang_env_stack": stack,
                  "sglang_env_index_url": "http://{{ moesweep_sim_gateway }}:" + f"{port}/simple/",
                  "sglang_env_trusted_hosts": ["{{ moesweep_sim_gateway }}"]}

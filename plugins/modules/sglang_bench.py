@@ -410,12 +410,11 @@ def level_files(output_dir, concurrency):
             "result": stem + ".result.json", "telemetry_csv": stem + ".telemetry.csv"}
 
 
-def run_levels(module, p, plan_levels, env, driver=None, exiting=None):
+def run_levels(module, p, plan_levels, env, driver=None):
     """Run the driver over the levels (``driver``: one started gated, still waiting for its plan); a level that
     outlasts level_timeout stops the driver, is recorded as timed out, and a new driver runs the next levels.
-    A driver that said it is done is left to exit on its own, in ``exiting`` (the caller reaps it).
-    Returns {concurrency: {t_start, t_end, rc, error}}."""
-    exiting = [] if exiting is None else exiting
+    Returns ({concurrency: {t_start, t_end, rc, error}}, the driver that said it is done and is left to exit on
+    its own, for the caller to reap, or None)."""
     outcomes = {}
     pending = list(plan_levels)
     while pending:
@@ -466,8 +465,7 @@ def run_levels(module, p, plan_levels, env, driver=None, exiting=None):
             if proc.poll() is not None and not ready:
                 break
         if done:
-            exiting.append(proc)
-            continue
+            return outcomes, proc
         proc.wait()
         if not timed_out and pending and current is None and proc.returncode not in (0, None):
             # the driver itself failed before a level started (e.g. the client's imports)
@@ -487,7 +485,7 @@ def run_levels(module, p, plan_levels, env, driver=None, exiting=None):
                 outcomes.setdefault(lv["concurrency"], {"rc": proc.returncode, "error": "not run", "t_start": None,
                                                         "t_end": None})
             pending = []
-    return outcomes
+    return outcomes, None
 
 
 def main():
@@ -530,11 +528,10 @@ def main():
     empty = dict(state="error", levels=[], tokenizer={}, sampler={}, model=None, overhead_s_per_level=None,
                  crash={}, elapsed=0.0)
 
-    spawned = []  # the driver, started before the server checks: stopped when the module fails before it runs
+    driver = None  # started before the server checks: stopped when the module fails before it runs
 
     def fail(msg, **extra):
-        for proc in spawned:
-            stop_driver(proc)
+        stop_driver(driver)
         module.fail_json(msg=msg, **dict(empty, elapsed=round(time.monotonic() - started, 3), **extra))
 
     # ---- bad input, before any request
@@ -589,7 +586,6 @@ def main():
         env["OPENAI_API_KEY"] = p["api_key"]
     # The client's imports (seconds) overlap the server checks, the sampler's probe and its first sample.
     driver = start_driver(p, env, gated=True) if len(reused) < len(levels) else None
-    spawned.append(driver)
     ok, state = server_state(module, p, base, unit)
     if not ok:
         fail("sglang_bench: %s" % state)
@@ -617,32 +613,31 @@ def main():
         first = False
         todo.append({"concurrency": c, "num_prompts": n, "args": args, "log": files["log"], "files": files})
 
-    sampler, sampler_info = None, None
+    sampler, sampler_info, fields = None, None, None
     all_csv = os.path.join(p["output_dir"], "telemetry.csv")
-    exiting = []
+    settle = max(0.5, 2 * p["telemetry_interval_ms"] / 1000.0)  # two sampling intervals
+    exiting = None
     try:
         if todo and p["telemetry"]:
             sampler, sampler_info = start_sampler(module, p, all_csv)
-            time.sleep(max(0.5, 2 * p["telemetry_interval_ms"] / 1000.0))  # a sample before the first request
+            if sampler and sampler.kind == "nvidia-smi":
+                fields = telemetry.query_fields((sampler_info or {}).get("driver_version"))
+            time.sleep(settle)  # a sample before the first request
         t_begin = time.time()
-        outcomes = run_levels(module, p, todo, env, driver, exiting) if todo else {}
+        outcomes, exiting = run_levels(module, p, todo, env, driver) if todo else ({}, None)
     finally:
         if sampler:
-            # a sample after the last response: as soon as the sampler wrote one, at most two intervals
-            sample_after(all_csv, time.time(), max(0.5, 2 * p["telemetry_interval_ms"] / 1000.0),
-                         telemetry.query_fields((sampler_info or {}).get("driver_version"))
-                         if sampler.kind == "nvidia-smi" else None)
+            sample_after(all_csv, time.time(), settle, fields)  # a sample after the last response
             sampler.stop()
-        for proc in exiting:
+        if exiting is not None:
             try:
-                proc.wait(timeout=30)
+                exiting.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                stop_driver(proc)
+                stop_driver(exiting)
         stop_driver(driver)
     rows = []
     if sampler and os.path.isfile(all_csv):
-        rows = telemetry.parse_samples(_read(all_csv), fields=telemetry.query_fields(
-            (sampler_info or {}).get("driver_version")) if sampler.kind == "nvidia-smi" else None)
+        rows = telemetry.parse_samples(_read(all_csv), fields=fields)
     klog, boot = kernel_log(module, t_begin) if todo else (None, None)
 
     for lv in todo:

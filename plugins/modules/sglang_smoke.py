@@ -263,22 +263,22 @@ def main():
         if "generate" in p["endpoints"]:
             for prompt in p["prompts"]:
                 jobs.append(("generate", prompt, "/generate", {"text": prompt, "sampling_params": sampling},
-                             smoke.check_generate, True))
+                             lambda body: smoke.check_generate(_json(body))))
         if "generate_stream" in p["endpoints"]:
             prompt = p["prompts"][0] if p["prompts"] else p["chat_prompt"]
             jobs.append(("generate_stream", prompt, "/generate",
                          {"text": prompt, "sampling_params": sampling, "stream": True},
-                         smoke.check_generate_stream, False))
+                         smoke.check_generate_stream))
         if "chat" in p["endpoints"]:
             payload = {"model": model, "messages": [{"role": "user", "content": p["chat_prompt"]}],
                        "temperature": 0.0, "max_tokens": p["max_new_tokens"]}
             jobs.append(("chat", p["chat_prompt"], "/v1/chat/completions", payload,
-                         lambda data: smoke.check_openai(data, chat=True), True))
+                         lambda body: smoke.check_openai(_json(body), chat=True)))
         if "completions" in p["endpoints"]:
             prompt = p["prompts"][0] if p["prompts"] else p["chat_prompt"]
             payload = {"model": model, "prompt": prompt, "temperature": 0.0, "max_tokens": p["max_new_tokens"]}
             jobs.append(("completions", prompt, "/v1/completions", payload,
-                         lambda data: smoke.check_openai(data, chat=False), True))
+                         lambda body: smoke.check_openai(_json(body), chat=False)))
 
         def ask(job):
             return _request(base + job[2], job[3], p["api_key"], p["request_timeout"])
@@ -287,14 +287,14 @@ def main():
             replies = [pool.submit(ask, job) for job in jobs]
             gone = None
             for job, reply in zip(jobs, replies):  # noqa: B905 - same length; targets run Python 3.9 (no strict=)
-                endpoint, prompt, _path, _payload, checker, parse = job
+                endpoint, prompt, _path, _payload, check_body = job
                 try:
                     status, body = reply.result()
                 except ServerGone as exc:
                     gone = gone or exc
                     continue
                 if status == 200:
-                    check = checker(_json(body) if parse else body)
+                    check = check_body(body)
                 else:
                     check = {"text": None, "problems": ["HTTP %d: %s" % (status, body[:200])]}
                     if endpoint == "generate":

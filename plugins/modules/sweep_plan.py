@@ -173,8 +173,8 @@ moesweep_sweep:
     - The plan - C(sweep_id), C(results_dir), C(dir), C(points) (this host's points), C(all_points) (the sweep's
       points before any spread), C(spread), C(spread_group) (the hosts this host shares the points with),
       C(restore), C(reference_concurrency), C(concurrency) (the benchmark levels), C(rerun), C(sglang_version),
-      C(created) (when it was planned, ISO 8601) and C(nodes) (on a node of O(nodes_group) - C(group), C(members), C(record_host), C(recorder),
-      and C(error) when the group cannot serve; empty otherwise).
+      C(created) (when it was planned, ISO 8601) and C(nodes) (on a node of O(nodes_group) - C(group),
+      C(members), C(record_host), C(recorder), and C(error) when the group cannot serve; empty otherwise).
   returned: success
   type: dict
   sample: {"sweep_id": "sweep-3f2a9c1b0d4e", "points": ["flashinfer_cutlass", "triton"], "restore": "best"}

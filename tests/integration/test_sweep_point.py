@@ -50,6 +50,7 @@ def test_backend_switch_restarts_once_and_same_backend_changes_nothing(host):
     assert first["ActiveState"] == "active"
     unit_file = host.sh(host.names[0], "cat /etc/systemd/system/sglang.service").stdout
     assert "--moe-runner-backend flashinfer_cutlass" in unit_file and "Restart=no" in unit_file
+    host.sh(host.names[0], "cp -p /etc/systemd/system/sglang.service /etc/moesweep/sglang.env /root/")
     assert "--tp-size 8" in unit_file and "--tp " not in unit_file
     # the running server holds all 8 GPUs (simulated nvidia-smi follows the simulated server)
     query = "nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits"
@@ -72,6 +73,17 @@ def test_backend_switch_restarts_once_and_same_backend_changes_nothing(host):
     released = out.results["released"]
     assert released["released"] is True and released["holders"] == []
     assert all(m <= 1024 for m in released["memory_used_mib"])  # the old server's memory was seen freed
+
+    # a run that stopped between rendering and reloading: the files on disk are flashinfer_cutlass's, systemd still
+    # runs triton's unit. Nothing differs from the template, but the server must restart on the file's unit.
+    triton_pid = unit(host, "MainPID")["MainPID"]
+    host.sh(host.names[0], "cp /root/sglang.service /etc/systemd/system/ && cp /root/sglang.env /etc/moesweep/")  # new mtime
+    assert unit(host, "NeedDaemonReload")["NeedDaemonReload"] == "yes"
+    run, out = sweep(host, "flashinfer_cutlass")
+    assert run.rc == 0 and out.results["readiness"]["state"] == "ready", out.failed_msg
+    assert out.results["released"]["released"] is True  # the restart protocol ran
+    assert unit(host, "MainPID")["MainPID"] != triton_pid and unit(host, "NeedDaemonReload")["NeedDaemonReload"] == "no"
+    assert "--moe-runner-backend flashinfer_cutlass" in unit(host, "ExecStart")["ExecStart"]
 
 
 def test_preflight_refuses_trtllm_on_sm120_before_touching_the_running_server(host):

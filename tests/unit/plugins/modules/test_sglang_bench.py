@@ -101,15 +101,15 @@ def test_documentation_matches_the_argument_spec():
 
 
 def test_the_telemetry_tail_ends_at_the_first_sample_after_the_last_response(tmp_path):
-    """sample_after reads the CSV's tail (here a real nvidia-smi recording from the H200 device, cut so that its
-    first line is partial and the header is gone): a sample after the given time ends the wait at once; none
-    waits the whole timeout."""
+    """sample_after reads the CSV's last 4 KiB (of a real 8 KiB nvidia-smi recording from the H200 device, so the
+    tail starts mid-line): a sample after the given time ends the wait at once; none waits the whole timeout."""
     from ansible_collections.moesweep.sweep.plugins.module_utils import telemetry
     from helpers.paths import REPO
 
     text = (REPO / "tests/fixtures/telemetry/h200-x1-20261201/smi-cudagraph.csv").read_text()
+    assert len(text) > 4096
     path = tmp_path / "telemetry.csv"
-    path.write_text("x" * 5000 + "\n" + text)
+    path.write_text(text)
     fields = telemetry.query_fields("580.159.04")
     last = max(r["t"] for r in telemetry.parse_samples(text, fields=fields) if r.get("t") is not None)
     import time
