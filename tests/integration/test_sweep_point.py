@@ -77,7 +77,8 @@ def test_backend_switch_restarts_once_and_same_backend_changes_nothing(host):
     # a run that stopped between rendering and reloading: the files on disk are flashinfer_cutlass's, systemd still
     # runs triton's unit. Nothing differs from the template, but the server must restart on the file's unit.
     triton_pid = unit(host, "MainPID")["MainPID"]
-    host.sh(host.names[0], "cp /root/sglang.service /etc/systemd/system/ && cp /root/sglang.env /etc/moesweep/")  # new mtime
+    # plain cp: a new mtime is what makes systemd see the file as newer than its copy (cp -p would hide it)
+    host.sh(host.names[0], "cp /root/sglang.service /etc/systemd/system/ && cp /root/sglang.env /etc/moesweep/")
     assert unit(host, "NeedDaemonReload")["NeedDaemonReload"] == "yes"
     run, out = sweep(host, "flashinfer_cutlass")
     assert run.rc == 0 and out.results["readiness"]["state"] == "ready", out.failed_msg
