@@ -7,10 +7,12 @@ faults, running servers) either cleans up after itself or asks for its own clust
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +35,8 @@ class SimCluster:
     inventory: Path
     hosts: list
     results_dir: Path | None = None
+    # site.yml's first run on these hosts in this session: its process, wall seconds and extra vars (provision()).
+    first_converge: tuple[subprocess.CompletedProcess, float, dict] | None = None
 
     @property
     def names(self) -> list[str]:
@@ -166,44 +170,61 @@ def sim_hosts(sim_clusters) -> SimCluster:
 
 
 def pytest_collection_modifyitems(config, items):
+    integration = Path(__file__).parent / "integration"
     for item in items:
         if "sim_hosts" in getattr(item, "fixturenames", ()) or "sim_clusters" in getattr(
             item, "fixturenames", ()
         ):
             item.add_marker(pytest.mark.hosts)
+        # One at a time (make test runs the rest in parallel workers): what boots hosts, installs into a
+        # shared cache, or measures time against a simulated server that other tests would slow down.
+        if (item.get_closest_marker("hosts") or item.get_closest_marker("slow")
+                or integration in Path(str(item.path)).parents):
+            item.add_marker(pytest.mark.serial)
 
 
 TEST_STACK = "test-cpu-sglang-0.5.9"
 
 
-def provision(cluster: SimCluster, stack: str = TEST_STACK) -> None:
-    """site.yml on the cluster from a wheelhouse served on each host's gateway (the air-gapped path): the test
-    stack's server venv and the benchmark client venv, as a real host gets them (cached wheels). One run for
-    every host of the cluster (Ansible's forks install them in parallel): each gateway serves the wheelhouse on
-    the same port, and each host's index URL names its own gateway."""
-    import contextlib
-    import json
-
+@contextlib.contextmanager
+def served_wheelhouse(cluster: SimCluster, stack: str = TEST_STACK, port: int = 0):
+    """The test stack's and the benchmark client's locked wheels served on each host's gateway (the air-gapped
+    path); yields site.yml's extra vars for them. Every gateway serves on the same port (0: a free one), and each
+    host's index URL names its own gateway."""
     from helpers import wheelhouse
 
     locks = REPO / "roles" / "sglang_env" / "files" / "locks"
     root = wheelhouse.build([locks / f"{stack}.txt", locks / "client-sglang-0.5.9.txt"])
     gateways = sorted({host.gateway for host in cluster.hosts})
     with contextlib.ExitStack() as servers:
-        url = servers.enter_context(wheelhouse.serve(root, gateways[0], 0))
+        url = servers.enter_context(wheelhouse.serve(root, gateways[0], port))
         port = int(url.rsplit(":", 1)[1])
         for gateway in gateways[1:]:
             servers.enter_context(wheelhouse.serve(root, gateway, port))
-        extra = {"sglang_env_stack": stack,
-                 "sglang_env_index_url": "http://{{ moesweep_sim_gateway }}:" + f"{port}/simple/",
-                 "sglang_env_trusted_hosts": ["{{ moesweep_sim_gateway }}"]}
-        cluster.playbook(str(REPO / "site.yml"), "-e", json.dumps(extra))
+        yield {"sglang_env_stack": stack,
+               "sglang_env_index_url": "http://{{ moesweep_sim_gateway }}:" + f"{port}/simple/",
+               "sglang_env_trusted_hosts": ["{{ moesweep_sim_gateway }}"]}
+
+
+def provision(cluster: SimCluster, stack: str = TEST_STACK) -> subprocess.CompletedProcess:
+    """site.yml on the cluster from a served wheelhouse, as a real host gets the test stack's server venv and the
+    benchmark client venv (cached wheels). One run for every host of the cluster (Ansible's forks install them
+    in parallel). Kept in ``cluster.first_converge`` with its wall seconds and the extra vars (the index URL is
+    part of the provenance record: a later run that should change nothing serves the wheels at the same URL)."""
+    import json
+
+    with served_wheelhouse(cluster, stack) as extra:
+        t0 = time.monotonic()
+        proc = cluster.playbook(str(REPO / "site.yml"), "-e", json.dumps(extra))
+        cluster.first_converge = (proc, time.monotonic() - t0, extra)
+        return proc
 
 
 @pytest.fixture(scope="session")
 def bench_cluster(sim_clusters) -> SimCluster:
     """One simulated 8x RTX PRO 6000 host provisioned with site.yml (CUDA toolkit, test stack, benchmark
-    client): sweeps run their benchmarks here. Tests leave it serving a known-good point, as a sweep does."""
+    client): sweeps run their benchmarks here, and test_site_provision checks that first converge and the runs
+    after it. Tests leave it serving a known-good point, as a sweep does."""
     cluster = sim_clusters("bench", hosts=1)
     probe = cluster.sh(cluster.names[0], "test -x /opt/moesweep/venvs/client/bin/python")
     if probe.returncode != 0:
