@@ -49,12 +49,13 @@ sanity: venv
 	BIN=$(CURDIR)/$(BIN) tests/sanity/run.sh
 
 unit: venv
-	$(BIN)/pytest -q -n 4 -m "not serial" tests
+	$(BIN)/pytest -q -n 4 --dist worksteal -m "not serial" tests
 
-# The whole suite in two parts: the unit and simulator tests in 4 workers (they mostly wait on simulated
-# servers' clocks), then, one at a time, every test marked serial (booted hosts, shared caches, timings).
+# The whole suite in two parts: the unit and simulator tests in 4 workers, an idle one taking queued tests
+# from a busy one (worksteal; they mostly wait on simulated servers' clocks), then, one at a time, every
+# test marked serial (booted hosts, shared caches, timings).
 test: venv sim-deps browser-deps lint
-	$(BIN)/pytest -q -ra -n 4 -m "not serial" tests
+	$(BIN)/pytest -q -ra -n 4 --dist worksteal -m "not serial" tests
 	$(BIN)/pytest -q -ra --durations=15 -m serial tests
 
 # Boot the embedded default (a simulated 8x RTX PRO 6000 host) and run the main job on it.
