@@ -88,7 +88,9 @@ def test_console_entry_point_runs_as_module():
         # an ELF header, as when the wrong file is passed
         (b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 4, "is not a text log (binary data)"),
         (b"\xff\xfe\xfd\xfc" * 64, "is not a text log (not UTF-8 text)"),
-        (gzip.compress(b"[2026-10-30 12:00:00] The server is fired up and ready to roll!\n", mtime=0), "is gzip-compressed"),
+        # mtime=0: the same bytes at every collection (xdist's workers must collect the same test ids)
+        (gzip.compress(b"[2026-10-30 12:00:00] The server is fired up and ready to roll!\n", mtime=0),
+         "is gzip-compressed"),
         (b"LPKSHHRH" + bytes(248), "is a binary systemd journal file"),
     ],
 )
