@@ -48,14 +48,17 @@ sanity: venv
 	else echo "sanity: shellcheck is not installed (apt-get install shellcheck as root): its test is skipped"; fi
 	BIN=$(CURDIR)/$(BIN) tests/sanity/run.sh
 
-unit: venv
-	$(BIN)/pytest -q -n 4 --dist worksteal -m "not serial" tests
+# The unit and simulator tests in 4 workers, an idle one taking queued tests from a busy one (worksteal; they
+# mostly wait on simulated servers' clocks). tests/conftest.py marks the rest serial.
+PARALLEL_TESTS := $(BIN)/pytest -q -ra -n 4 --dist worksteal -m "not serial" tests
 
-# The whole suite in two parts: the unit and simulator tests in 4 workers, an idle one taking queued tests
-# from a busy one (worksteal; they mostly wait on simulated servers' clocks), then, one at a time, every
-# test marked serial (booted hosts, shared caches, timings).
+unit: venv
+	$(PARALLEL_TESTS)
+
+# The whole suite in two parts: the parallel one, then, one at a time, every test marked serial (booted hosts,
+# shared caches, timings).
 test: venv sim-deps browser-deps lint
-	$(BIN)/pytest -q -ra -n 4 --dist worksteal -m "not serial" tests
+	$(PARALLEL_TESTS)
 	$(BIN)/pytest -q -ra --durations=15 -m serial tests
 
 # Boot the embedded default (a simulated 8x RTX PRO 6000 host) and run the main job on it.

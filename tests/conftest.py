@@ -35,8 +35,9 @@ class SimCluster:
     inventory: Path
     hosts: list
     results_dir: Path | None = None
-    # site.yml's first run on these hosts in this session: its process, wall seconds and extra vars (provision()).
-    first_converge: tuple[subprocess.CompletedProcess, float, dict] | None = None
+    # site.yml's first run on these hosts in this session: its process, wall seconds and the wheelhouse's port
+    # (provision()).
+    first_converge: tuple[subprocess.CompletedProcess, float, int] | None = None
 
     @property
     def names(self) -> list[str]:
@@ -192,8 +193,8 @@ TEST_STACK = "test-cpu-sglang-0.5.9"
 @contextlib.contextmanager
 def served_wheelhouse(cluster: SimCluster, stack: str = TEST_STACK, port: int = 0):
     """The test stack's and the benchmark client's locked wheels served on each host's gateway (the air-gapped
-    path); yields site.yml's extra vars for them. Every gateway serves on the same port (0: a free one), and each
-    host's index URL names its own gateway."""
+    path); yields site.yml's extra vars for them and the port. Every gateway serves on the same port (0: a free
+    one), and each host's index URL names its own gateway."""
     from helpers import wheelhouse
 
     locks = REPO / "roles" / "sglang_env" / "files" / "locks"
@@ -206,20 +207,21 @@ def served_wheelhouse(cluster: SimCluster, stack: str = TEST_STACK, port: int = 
             servers.enter_context(wheelhouse.serve(root, gateway, port))
         yield {"sglang_env_stack": stack,
                "sglang_env_index_url": "http://{{ moesweep_sim_gateway }}:" + f"{port}/simple/",
-               "sglang_env_trusted_hosts": ["{{ moesweep_sim_gateway }}"]}
+               "sglang_env_trusted_hosts": ["{{ moesweep_sim_gateway }}"]}, port
 
 
 def provision(cluster: SimCluster, stack: str = TEST_STACK) -> subprocess.CompletedProcess:
     """site.yml on the cluster from a served wheelhouse, as a real host gets the test stack's server venv and the
     benchmark client venv (cached wheels). One run for every host of the cluster (Ansible's forks install them
-    in parallel). Kept in ``cluster.first_converge`` with its wall seconds and the extra vars (the index URL is
-    part of the provenance record: a later run that should change nothing serves the wheels at the same URL)."""
+    in parallel). Kept in ``cluster.first_converge`` with its wall seconds and the wheelhouse's port (the index
+    URL is part of the provenance record: a later run that should change nothing serves the wheels at the same
+    URL)."""
     import json
 
-    with served_wheelhouse(cluster, stack) as extra:
+    with served_wheelhouse(cluster, stack) as (extra, port):
         t0 = time.monotonic()
         proc = cluster.playbook(str(REPO / "site.yml"), "-e", json.dumps(extra))
-        cluster.first_converge = (proc, time.monotonic() - t0, extra)
+        cluster.first_converge = (proc, time.monotonic() - t0, port)
         return proc
 
 
