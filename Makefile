@@ -52,14 +52,18 @@ sanity: venv
 # mostly wait on simulated servers' clocks). tests/conftest.py marks the rest serial.
 PARALLEL_TESTS := $(BIN)/pytest -q -ra -n 4 --dist worksteal -m "not serial" tests
 
+# The tests that boot hosts or wait on simulated servers in two workers, tests sharing a cluster in one
+# (tests/conftest.py: xdist_group_of), then the few marked alone (timings, machine-wide state) one at a time.
+SERIAL_TESTS := $(BIN)/pytest -q -ra --durations=15 -n 2 --dist loadgroup -m "serial and not alone" tests
+
 unit: venv
 	$(PARALLEL_TESTS)
 
-# The whole suite in two parts: the parallel one, then, one at a time, every test marked serial (booted hosts,
-# shared caches, timings).
+# The whole suite in three parts: the parallel one, the serial one in two workers, then the tests marked alone.
 test: venv sim-deps browser-deps lint
 	$(PARALLEL_TESTS)
-	$(BIN)/pytest -q -ra --durations=15 -m serial tests
+	$(SERIAL_TESTS)
+	$(BIN)/pytest -q -ra --durations=10 -m alone tests
 
 # Boot the embedded default (a simulated 8x RTX PRO 6000 host) and run the main job on it.
 demo: venv sim-deps

@@ -130,6 +130,7 @@ class _ClusterFactory:
     def __init__(self, tmp_root: Path):
         self._made: dict[tuple, SimCluster] = {}
         self._booted: set[str] = set()
+        self._owned: dict = {}
         self._tmp = tmp_root
 
     def __call__(self, name: str, hosts: int = 1, **profile) -> SimCluster:
@@ -138,6 +139,7 @@ class _ClusterFactory:
         key = (name, hosts, tuple(sorted((k, str(v)) for k, v in profile.items())))
         if key in self._made:
             return self._made[key]
+        self._own(name)
         inventory = self._tmp / f"{name}.yml"
         res = simhosts.up(n=hosts, cluster=name, inventory=inventory, log=lambda m: None, **profile)
         cluster = SimCluster(name, res.inventory, res.hosts, results_dir=self._tmp / f"{name}-results")
@@ -146,12 +148,35 @@ class _ClusterFactory:
             self._booted.add(name)
         return cluster
 
+    def _own(self, name: str) -> None:
+        """Hold the cluster for this session (an flock, dropped when the session ends or dies): make test's serial
+        part runs in two workers, and a cluster that tests of two workers asked for would be booted by one and
+        powered off under the other. Such a test is refused here, naming the fix."""
+        import fcntl
+
+        from moesweep.sim import state
+
+        if name in self._owned:
+            return
+        state.STATE_DIR.mkdir(parents=True, exist_ok=True)
+        fd = open(state.STATE_DIR / f"{name}.pytest-owner", "w")  # noqa: SIM115 (held until teardown)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fd.close()
+            raise RuntimeError(
+                f"the simulated cluster {name!r} is in use by another pytest session or worker: tests that use one "
+                "cluster must run in one xdist group (tests/conftest.py, xdist_group_of)") from None
+        self._owned[name] = fd
+
     def teardown(self) -> None:
         from moesweep.sim import hosts as simhosts
 
         # Only what this session booted: a cluster found running belongs to someone else.
         for name in self._booted:
             simhosts.down(cluster=name, log=lambda m: None)
+        for fd in self._owned.values():
+            fd.close()
 
 
 @pytest.fixture(scope="session")
@@ -173,6 +198,17 @@ def sim_hosts(sim_clusters) -> SimCluster:
     return sim_clusters("shared", hosts=2)
 
 
+def xdist_group_of(item) -> str:
+    """The xdist group of a serial test (make test runs them in two workers with --dist loadgroup, one group in
+    one worker): the session's shared clusters are one group each, every other test goes with its module, whose
+    module-scoped clusters it may share. _ClusterFactory refuses a cluster asked for from two workers."""
+    fixtures = getattr(item, "fixturenames", ())
+    for fixture, group in (("bench_cluster", "cluster-bench"), ("sim_hosts", "cluster-shared")):
+        if fixture in fixtures:
+            return group
+    return Path(str(item.path)).relative_to(Path(__file__).parent).as_posix()
+
+
 def pytest_collection_modifyitems(config, items):
     integration = Path(__file__).parent / "integration"
     for item in items:
@@ -180,11 +216,12 @@ def pytest_collection_modifyitems(config, items):
             item, "fixturenames", ()
         ):
             item.add_marker(pytest.mark.hosts)
-        # One at a time (make test runs the rest in parallel workers): what boots hosts, installs into a
-        # shared cache, or measures time against a simulated server that other tests would slow down.
+        # After the parallel part of make test, in two workers (or alone): what boots hosts, installs into a
+        # shared cache, or waits on simulated servers.
         if (item.get_closest_marker("hosts") or item.get_closest_marker("slow")
-                or integration in Path(str(item.path)).parents):
+                or item.get_closest_marker("alone") or integration in Path(str(item.path)).parents):
             item.add_marker(pytest.mark.serial)
+            item.add_marker(pytest.mark.xdist_group(xdist_group_of(item)))
 
 
 TEST_STACK = "test-cpu-sglang-0.5.9"

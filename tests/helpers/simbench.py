@@ -23,6 +23,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from helpers import cachelock
 from helpers.paths import REPO
 
 SIMULATOR = REPO / "simulator"
@@ -53,6 +54,14 @@ def build_venv(venv: Path, installs: list[list[str]]) -> Path:
     py = venv / "bin" / "python"
     if py.exists():
         return py
+    with cachelock.held(venv):  # one builder; a second caller waits and takes the finished venv
+        if py.exists():
+            return py
+        return _build_venv(venv, installs)
+
+
+def _build_venv(venv: Path, installs: list[list[str]]) -> Path:
+    py = venv / "bin" / "python"
     tmp = venv.with_name(venv.name + ".building")
     subprocess.run([sys.executable, "-m", "venv", "--clear", str(tmp)], check=True)
     for args in installs:

@@ -30,6 +30,11 @@ import sys
 import threading
 from pathlib import Path
 
+try:
+    from helpers import cachelock
+except ImportError:  # run as a script: python tests/helpers/wheelhouse.py
+    import cachelock
+
 PYPI = "https://pypi.org/simple"
 
 
@@ -59,6 +64,13 @@ def _key(locks: list[Path]) -> str:
 def build(locks: list[Path], python: str = "3.11") -> Path:
     """Download every pinned file of the locks (cached) and write the simple index; return the root."""
     root = cache_root() / _key(locks)
+    if (root / ".complete").exists():
+        return root
+    with cachelock.held(root):  # two workers that need the same wheelhouse: one downloads, the other waits
+        return _build(root, locks, python)
+
+
+def _build(root: Path, locks: list[Path], python: str) -> Path:
     done = root / ".complete"
     if done.exists():
         return root

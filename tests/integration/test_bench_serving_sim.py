@@ -23,7 +23,8 @@ import pytest
 from helpers.paths import REPO
 from moesweep_sim import tokenmodel
 
-pytestmark = pytest.mark.slow
+# alone: its throughput is held to 3 % of the simulator's ground truth, which a test in another worker would slow.
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 SIM = REPO / "simulator" / "bin" / "sglang-sim"
 VENV = Path(os.path.expanduser("~/.cache/moesweep/venvs/bench-sglang-0.5.9"))

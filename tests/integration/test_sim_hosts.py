@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 from conftest import REPO, _can_boot_hosts, run_ansible
 
-pytestmark = pytest.mark.hosts
+# alone: it compares the machine's namespaces, links, nspawn processes and routing rules before and after, which
+# another worker's hosts would change.
+pytestmark = [pytest.mark.hosts, pytest.mark.alone]
 
 
 def _moesweep(*args: str, check: bool = True) -> subprocess.CompletedProcess:
