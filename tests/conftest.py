@@ -209,6 +209,7 @@ def xdist_group_of(item) -> str:
     return Path(str(item.path)).relative_to(Path(__file__).parent).as_posix()
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the xdist_group marks added here
 def pytest_collection_modifyitems(config, items):
     integration = Path(__file__).parent / "integration"
     for item in items:
@@ -222,6 +223,19 @@ def pytest_collection_modifyitems(config, items):
                 or item.get_closest_marker("alone") or integration in Path(str(item.path)).parents):
             item.add_marker(pytest.mark.serial)
             item.add_marker(pytest.mark.xdist_group(xdist_group_of(item)))
+
+
+def pytest_collection_finish(session):
+    """Under --dist loadgroup every serial test must carry its group in its node id (xdist's way of sending a group
+    to one worker); a pytest that xdist cannot group with would spread tests sharing a cluster over both workers."""
+    if not getattr(session.config.option, "loadgroup", False):
+        return
+    lost = [item.nodeid for item in session.items if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
+    if lost:
+        raise pytest.UsageError(
+            f"--dist loadgroup did not group {len(lost)} tests (e.g. {lost[0]}): this pytest and pytest-xdist do not "
+            "work together (https://github.com/pytest-dev/pytest-xdist/issues/1386); install the pins of "
+            "requirements-controller.txt (make venv)")
 
 
 TEST_STACK = "test-cpu-sglang-0.5.9"
