@@ -57,6 +57,9 @@ def active_backend(cluster) -> str:
     return line.split("--moe-runner-backend ")[1].split()[0]
 
 
+# alone: the diagnosis it checks (launch bound) reads the simulated GPUs' utilization, which drops to host bound, and
+# rightly so, when a test in another worker slows the benchmark client between requests.
+@pytest.mark.alone
 def test_the_users_exact_command_records_one_benchmarked_point(bench_cluster, settings):
     proc = playbook(bench_cluster, settings, "-e", "backend=flashinfer_cutedsl")
     assert proc.returncode == 0, proc.stdout[-4000:]
