@@ -28,6 +28,11 @@ DEFAULT_STATE = "/run/moesweep-sim/gpu-state.json"
 DECODE_POWER_FRACTION = 0.55
 # How often the state is rewritten while serving: a -lms 250 sampler sees every change.
 TICK_S = 0.25
+# utilization.gpu is a time average: "Percent of time over the past sample period during which one or more kernels
+# was executing on the GPU. The sample period may be between 1 second and 1/6 second depending on the product."
+# (nvidia-smi --help-query-gpu). The engine is polled this often and each state carries the busy share of the last
+# TICK_S, so the few milliseconds between one request's end and the next one's start read as ~99 %, not as 0.
+POLL_S = 0.02
 
 
 def profile() -> dict:
@@ -123,16 +128,25 @@ class StateWriter:
         threading.Thread(target=self._tick, daemon=True).start()
 
     def _tick(self):
+        window = last = time.monotonic()
+        busy_s, was_busy = 0.0, False
         while not self._stop:
             busy = bool(self.engine and self.engine.running)
-            with self.lock:
-                if self._stop:
-                    return
-                if busy and not self.util:
-                    self.busy_since = time.time()
-                self.util = 100 if busy else 0
-                self.write()
-            time.sleep(TICK_S)
+            now = time.monotonic()
+            if was_busy:
+                busy_s += now - last  # the interval since the last poll, in the state it had then
+            last, was_busy = now, busy
+            if now - window >= TICK_S:
+                util = int(round(100.0 * min(1.0, busy_s / (now - window))))
+                with self.lock:
+                    if self._stop:
+                        return
+                    if util and not self.util:
+                        self.busy_since = time.time()
+                    self.util = util
+                    self.write()
+                window, busy_s = now, 0.0
+            time.sleep(POLL_S)
 
     def remove(self):
         with self.lock:
