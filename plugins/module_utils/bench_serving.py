@@ -191,19 +191,56 @@ def parse_result(record, num_prompts):
     return {"figures": figures, "args": args, "completed": completed, "failed": failed, "errors": errors, "ok": ok}
 
 
+# When bench_serving's requests start: it prints this line once its warmup is done, then sleeps a fixed second
+# (sglang v0.5.9, python/sglang/bench_serving.py, benchmark(): the "Warmup completed with ... Starting main benchmark
+# run..." print, then time.sleep(1.0) before benchmark_start_time;
+# https://github.com/sgl-project/sglang/blob/v0.5.9/python/sglang/bench_serving.py). Its `duration` runs from
+# there to the last response; what it does after (metrics, printing, the output file) is not the level's GPU time.
+MAIN_RUN_MARKER = "Starting main benchmark run"
+SLEEP_BEFORE_MAIN_RUN_S = 1.0
+
+
+def level_window(t_main, t_end, duration, t_start=None):
+    """(start, end) wall times of a level's requests, for its telemetry: from the driver's time stamp of the
+    main-run line plus bench_serving's fixed sleep, ``duration`` long (never past the level's end). Without that
+    stamp, the ``duration`` that ended when the level ended (the level's post-processing then counts in), else
+    the level's own start and end."""
+    if t_main is not None and duration:
+        start = t_main + SLEEP_BEFORE_MAIN_RUN_S
+        return start, min(start + duration, t_end) if t_end else start + duration
+    if t_end and duration:
+        return t_end - duration, t_end
+    return t_start, t_end
+
+
 # The driver runs every level in ONE interpreter of the client venv: for each level it sets sys.argv to the
 # level's bench_serving arguments and runs the module as ``python -m`` does (runpy.run_module with
 # run_name="__main__": the real argparse parser, then run_benchmark). The client's imports (numpy,
 # transformers, aiohttp: seconds on a loaded host) are paid once per point instead of once per level.
-# It prints one JSON event line per level start / end on stdout (the level's own output goes to its log).
+# It prints one JSON event line per level start, main run (level_window) and end on stdout (the level's own output
+# goes to its log).
 # With --wait it is started ahead: it imports, then reads its plan only after a line on stdin, so the imports
 # overlap the module's server checks and the sampler's first sample.
 DRIVER_SOURCE = r'''
 import contextlib, json, runpy, sys, time, traceback
 
+MARKER = %r
+
 def emit(**event):
     sys.__stdout__.write(json.dumps(event) + "\n")
     sys.__stdout__.flush()
+
+class Stamped:
+    """The level's log, time-stamping the line bench_serving prints just before its main run ("main")."""
+    def __init__(self, fh, concurrency):
+        self.fh, self.concurrency, self.seen = fh, concurrency, False
+    def write(self, text):
+        if not self.seen and MARKER in text:
+            self.seen = True
+            emit(event="main", concurrency=self.concurrency, t=time.time())
+        return self.fh.write(text)
+    def __getattr__(self, name):
+        return getattr(self.fh, name)
 
 def main(plan_path, wait):
     t0 = time.time()
@@ -217,7 +254,7 @@ def main(plan_path, wait):
         with open(level["log"], "w") as log:
             emit(event="start", concurrency=level["concurrency"], t=time.time())
             rc, error = 0, None
-            with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+            with contextlib.redirect_stdout(Stamped(log, level["concurrency"])), contextlib.redirect_stderr(log):
                 sys.argv = ["bench_serving"] + level["args"]
                 try:
                     runpy.run_module("sglang.bench_serving", run_name="__main__", alter_sys=True)
@@ -231,7 +268,7 @@ def main(plan_path, wait):
 
 if __name__ == "__main__":
     main(sys.argv[1], "--wait" in sys.argv[2:])
-'''
+''' % MAIN_RUN_MARKER
 
 
 def parse_events(text):

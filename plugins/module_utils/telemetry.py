@@ -633,6 +633,18 @@ def _gpu_key(index):
     return (1, 0) if index is None else (0, index)
 
 
+def steady_window(t_start, t_end, interval_s):
+    """The part of a level's window whose samples describe the level alone: utilization.gpu is "Percent of time over
+    the past sample period during which one or more kernels was executing on the GPU. The sample period may be
+    between 1 second and 1/6 second depending on the product." (nvidia-smi --help-query-gpu), so the first samples
+    after the requests start still average in the idle time before them. Two sampling intervals (at least 0.5 s)
+    are left out at the start of a window longer than four times that; a shorter window is kept whole."""
+    lead = max(0.5, 2.0 * interval_s)
+    if t_start is None or t_end is None or t_end - t_start <= 4 * lead:
+        return t_start, t_end
+    return t_start + lead, t_end
+
+
 def summarise(rows, t_start=None, t_end=None):
     """Per-GPU and pooled statistics of the samples inside ``[t_start, t_end]`` (epoch seconds).
 

@@ -446,6 +446,8 @@ def run_levels(module, p, plan_levels, env, driver=None):
                         current = event["concurrency"]
                         level_started = time.monotonic()
                         outcomes[current] = {"t_start": event["t"]}
+                    elif event.get("event") == "main" and event.get("concurrency") in outcomes:
+                        outcomes[event["concurrency"]]["t_main"] = event["t"]
                     elif event.get("event") == "end":
                         outcomes.setdefault(event["concurrency"], {}).update(
                             t_end=event["t"], rc=event.get("rc"), error=event.get("error"))
@@ -661,15 +663,16 @@ def main():
         if outcome.get("error") and outcome["error"] not in [e["error"] for e in level["errors"]]:
             level["errors"].insert(0, {"error": outcome["error"], "count": 1})
             level["ok"] = False
-        # telemetry of the level's own window: bench_serving's duration, ending when the level ended
+        # telemetry of the level's own window: bench_serving's duration from the start of its main run
         duration = level["figures"].get("duration")
-        t_end = outcome.get("t_end")
-        t_start = (t_end - duration) if (t_end and duration) else outcome.get("t_start")
+        t_start, t_end = bs.level_window(outcome.get("t_main"), outcome.get("t_end"), duration, outcome.get("t_start"))
         if rows and t_start and t_end:
             window = [r for r in rows if r.get("t") is not None and t_start <= r["t"] <= t_end]
             with open(files["telemetry_csv"], "w") as fh:
                 fh.write("".join(_csv_lines(_read(all_csv), t_start - 1.0, t_end + 1.0, rows)))
-            summary = telemetry.summarise(rows, t_start, t_end)
+            # what limited the GPUs, from the samples of the level alone; the energy over the whole window
+            summary = telemetry.summarise(rows, *telemetry.steady_window(t_start, t_end,
+                                                                         p["telemetry_interval_ms"] / 1000.0))
             energy = telemetry.energy(rows, t_start, t_end)
             xid = telemetry.xid_events(klog, since=t_start, boot=boot) if klog is not None else None
             level["telemetry"] = summary

@@ -165,3 +165,32 @@ def test_a_driver_started_ahead_imports_then_waits_for_the_go_and_reads_its_plan
 def test_overhead_per_level():
     assert bs.overhead_per_level(23.0, [10.0, 10.0]) == 1.5
     assert bs.overhead_per_level(5.0, []) is None
+
+
+def test_the_driver_stamps_the_start_of_the_main_run(tmp_path):
+    """The line bench_serving prints after its warmup (before its fixed 1 s sleep) becomes a "main" event."""
+    pkg = tmp_path / "sglang"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "bench_serving.py").write_text(
+        "if __name__ == '__main__':\n    print('Starting warmup with 1 sequences...')\n"
+        "    print('Warmup completed with 1 sequences. Starting main benchmark run...')\n    print('done')\n")
+    plan = {"levels": [{"concurrency": 4, "args": [], "log": str(tmp_path / "c4.log")}]}
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    out = subprocess.run([sys.executable, "-c", bs.DRIVER_SOURCE, str(tmp_path / "plan.json")], cwd=tmp_path,
+                         capture_output=True, text=True, env={"PYTHONPATH": str(tmp_path)}, check=True).stdout
+    events = bs.parse_events(out)
+    assert [(e["event"], e.get("concurrency")) for e in events[1:]] == [
+        ("start", 4), ("main", 4), ("end", 4), ("done", None)]
+    assert events[1]["t"] <= events[2]["t"] <= events[3]["t"]
+    assert "Starting main benchmark run" in (tmp_path / "c4.log").read_text()
+
+
+def test_level_window():
+    # stamped: the fixed 1 s sleep after the main-run line, then the duration (never past the level's end)
+    assert bs.level_window(100.0, 110.0, 5.0, 99.0) == (101.0, 106.0)
+    assert bs.level_window(100.0, 103.0, 5.0, 99.0) == (101.0, 103.0)
+    # not stamped (another client version): the duration that ended with the level
+    assert bs.level_window(None, 110.0, 5.0, 99.0) == (105.0, 110.0)
+    # no duration (the level failed): the level's own start and end
+    assert bs.level_window(None, 110.0, None, 99.0) == (99.0, 110.0)

@@ -704,3 +704,10 @@ def test_the_real_h200_kernel_log_has_no_xid():
     text = read(DEV / "kernel-log-nvrm.txt")
     assert "NVRM: loading NVIDIA UNIX Open Kernel Module" in text
     assert t.xid_events(text, boot=0.0) == [] and t.xid_events("") == [] and t.xid_events(None) == []
+
+
+def test_steady_window_leaves_out_the_samples_that_still_average_in_the_idle_time_before_the_level():
+    assert t.steady_window(100.0, 110.0, 0.25) == (100.5, 110.0)  # two 250 ms intervals, at least 0.5 s
+    assert t.steady_window(100.0, 110.0, 1.0) == (102.0, 110.0)
+    assert t.steady_window(100.0, 101.5, 0.25) == (100.0, 101.5)  # too short to trim: kept whole
+    assert t.steady_window(None, 110.0, 0.25) == (None, 110.0)
