@@ -118,13 +118,18 @@ def test_tokenizer_resolution(tmp_path):
     assert bs.resolve_tokenizer("", str(tmp_path), "", isdir, listdir, read)[0] == str(tmp_path)
 
 
-def test_driver_source_is_valid_python_and_runs_levels(tmp_path):
-    """The driver with a stand-in module: one event per level start and end, a failing level does not stop
-    the next one."""
+def _stand_in_client(tmp_path, source):
+    """A package ``sglang`` under tmp_path whose bench_serving module is ``source`` (PYTHONPATH=tmp_path)."""
     pkg = tmp_path / "sglang"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
-    (pkg / "bench_serving.py").write_text(
+    (pkg / "bench_serving.py").write_text(source)
+
+
+def test_driver_source_is_valid_python_and_runs_levels(tmp_path):
+    """The driver with a stand-in module: one event per level start and end, a failing level does not stop
+    the next one."""
+    _stand_in_client(tmp_path,
         "import sys\nif __name__ == '__main__':\n    print('args', sys.argv[1:])\n"
         "    if '--fail' in sys.argv: raise RuntimeError('boom')\n")
     plan = {"levels": [{"concurrency": 1, "args": ["--x"], "log": str(tmp_path / "c1.log")},
@@ -143,10 +148,7 @@ def test_driver_source_is_valid_python_and_runs_levels(tmp_path):
 def test_a_driver_started_ahead_imports_then_waits_for_the_go_and_reads_its_plan_only_then(tmp_path):
     """--wait: the imports happen at once, the plan is read after a line on stdin (it may not exist before), and
     a closed stdin without the go ends the driver without running anything."""
-    pkg = tmp_path / "sglang"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "bench_serving.py").write_text("import sys\nif __name__ == '__main__':\n    print('ran', sys.argv[1:])\n")
+    _stand_in_client(tmp_path, "import sys\nif __name__ == '__main__':\n    print('ran', sys.argv[1:])\n")
     plan_path = tmp_path / "plan.json"
     argv = [sys.executable, "-c", bs.DRIVER_SOURCE, str(plan_path), "--wait"]
     env = {"PYTHONPATH": str(tmp_path)}
@@ -169,10 +171,7 @@ def test_overhead_per_level():
 
 def test_the_driver_stamps_the_start_of_the_main_run(tmp_path):
     """The line bench_serving prints after its warmup (before its fixed 1 s sleep) becomes a "main" event."""
-    pkg = tmp_path / "sglang"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "bench_serving.py").write_text(
+    _stand_in_client(tmp_path,
         "if __name__ == '__main__':\n    print('Starting warmup with 1 sequences...')\n"
         "    print('Warmup completed with 1 sequences. Starting main benchmark run...')\n    print('done')\n")
     plan = {"levels": [{"concurrency": 4, "args": [], "log": str(tmp_path / "c4.log")}]}
