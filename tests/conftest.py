@@ -152,22 +152,18 @@ class _ClusterFactory:
         """Hold the cluster for this session (an flock, dropped when the session ends or dies): make test's serial
         part runs in two workers, and a cluster that tests of two workers asked for would be booted by one and
         powered off under the other. Such a test is refused here, naming the fix."""
-        import fcntl
+        from helpers import filelock
 
         from moesweep.sim import state
 
         if name in self._owned:
             return
-        state.STATE_DIR.mkdir(parents=True, exist_ok=True)
-        fd = open(state.STATE_DIR / f"{name}.pytest-owner", "w")  # noqa: SIM115 (held until teardown)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fd.close()
+        lock = filelock.try_hold(state.STATE_DIR / f"{name}.pytest-owner")
+        if lock is None:
             raise RuntimeError(
                 f"the simulated cluster {name!r} is in use by another pytest session or worker: tests that use one "
-                "cluster must run in one xdist group (tests/conftest.py, xdist_group_of)") from None
-        self._owned[name] = fd
+                "cluster must run in one xdist group (tests/conftest.py, xdist_group_of)")
+        self._owned[name] = lock
 
     def teardown(self) -> None:
         from moesweep.sim import hosts as simhosts
@@ -175,8 +171,8 @@ class _ClusterFactory:
         # Only what this session booted: a cluster found running belongs to someone else.
         for name in self._booted:
             simhosts.down(cluster=name, log=lambda m: None)
-        for fd in self._owned.values():
-            fd.close()
+        for lock in self._owned.values():
+            lock.close()
 
 
 @pytest.fixture(scope="session")
@@ -225,17 +221,22 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(xdist_group_of(item)))
 
 
-def pytest_collection_finish(session):
-    """Under --dist loadgroup every serial test must carry its group in its node id (xdist's way of sending a group
-    to one worker); a pytest that xdist cannot group with would spread tests sharing a cluster over both workers."""
-    if not getattr(session.config.option, "loadgroup", False):
+def pytest_configure(config):
+    """make test's serial part needs xdist's --dist loadgroup to group; with pytest 9.2 and pytest-xdist up to 3.8.0 it
+    silently does not (xdist sets a node id field pytest 9.2 no longer reads), and tests sharing a cluster would be
+    spread over both workers. Refused here, before any worker starts, naming the pins."""
+    if hasattr(config, "workerinput") or config.getoption("dist", "no") != "loadgroup":
         return
-    lost = [item.nodeid for item in session.items if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
-    if lost:
+    from importlib.metadata import version
+
+    def release(name):
+        return tuple(int(x) for x in version(name).split(".")[:3] if x.isdigit())
+
+    if release("pytest") >= (9, 2) and release("pytest-xdist") <= (3, 8, 0):
         raise pytest.UsageError(
-            f"--dist loadgroup did not group {len(lost)} tests (e.g. {lost[0]}): this pytest and pytest-xdist do not "
-            "work together (https://github.com/pytest-dev/pytest-xdist/issues/1386); install the pins of "
-            "requirements-controller.txt (make venv)")
+            f"--dist loadgroup does not group with pytest {version('pytest')} and pytest-xdist "
+            f"{version('pytest-xdist')} (https://github.com/pytest-dev/pytest-xdist/issues/1386): install the pins "
+            "of requirements-controller.txt (make venv)")
 
 
 TEST_STACK = "test-cpu-sglang-0.5.9"
