@@ -152,13 +152,13 @@ class _ClusterFactory:
         """Hold the cluster for this session (an flock, dropped when the session ends or dies): make test's serial
         part runs in two workers, and a cluster that tests of two workers asked for would be booted by one and
         powered off under the other. Such a test is refused here, naming the fix."""
-        from helpers import filelock
+        from helpers import lockfiles
 
         from moesweep.sim import state
 
         if name in self._owned:
             return
-        lock = filelock.try_hold(state.STATE_DIR / f"{name}.pytest-owner")
+        lock = lockfiles.try_hold(state.STATE_DIR / f"{name}.pytest-owner")
         if lock is None:
             raise RuntimeError(
                 f"the simulated cluster {name!r} is in use by another pytest session or worker: tests that use one "

@@ -23,7 +23,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from helpers import filelock
+from helpers import lockfiles
 from helpers.paths import REPO
 
 SIMULATOR = REPO / "simulator"
@@ -54,7 +54,7 @@ def build_venv(venv: Path, installs: list[list[str]]) -> Path:
     py = venv / "bin" / "python"
     if py.exists():
         return py
-    with filelock.held(venv):  # one builder; a second caller waits and takes the finished venv
+    with lockfiles.held(venv):  # one builder; a second caller waits and takes the finished venv
         if py.exists():
             return py
         return _build_venv(venv, installs)

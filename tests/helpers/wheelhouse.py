@@ -31,9 +31,9 @@ import threading
 from pathlib import Path
 
 try:
-    from helpers import filelock
+    from helpers import lockfiles
 except ImportError:  # run as a script: python tests/helpers/wheelhouse.py
-    import filelock
+    import lockfiles
 
 PYPI = "https://pypi.org/simple"
 
@@ -66,7 +66,7 @@ def build(locks: list[Path], python: str = "3.11") -> Path:
     root = cache_root() / _key(locks)
     if (root / ".complete").exists():
         return root
-    with filelock.held(root):  # two workers that need the same wheelhouse: one downloads, the other waits
+    with lockfiles.held(root):  # two workers that need the same wheelhouse: one downloads, the other waits
         return _build(root, locks, python)
 
 

@@ -1,5 +1,6 @@
 """The tests' one flock idiom, on a lock file that stays (empty and harmless); the kernel drops a lock when its
-holder exits, so a crashed holder never leaves it held.
+holder exits, so a crashed holder never leaves it held. (Not named filelock: scripts run from this directory would
+shadow PyPI's filelock, which huggingface_hub imports.)
 
 * ``held(entry)``: one builder at a time for a cache entry that several pytest workers (or a test and a bench
   script) may build at once, on ``<entry>.lock`` beside it: the caller checks for the finished entry and builds
