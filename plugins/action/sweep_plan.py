@@ -101,7 +101,8 @@ def plan(args):
     records.check_sweep_id(sweep_id)
     mine, group = spread(points, args)
     return {"sweep_id": sweep_id, "results_dir": results_dir, "dir": os.path.join(results_dir, sweep_id),
-            "points": mine, "all_points": points, "spread": str(args["spread"]).lower(), "spread_group": group,
+            "stop_file": os.path.join(results_dir, sweep_id, records.STOP_FILE), "points": mine,
+            "all_points": points, "spread": str(args["spread"]).lower(), "spread_group": group,
             "restore": args["restore"], "reference_concurrency": reference, "concurrency": list(concurrency),
             "rerun": bool(args["rerun"]), "sglang_version": version, "created": records.now_iso(),
             "nodes": roles}

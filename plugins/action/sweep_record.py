@@ -174,15 +174,16 @@ class ActionModule(ActionBase):
                 artifacts = {name: art for name, art in (res.get("artifacts") or {}).items()
                              if not art.get("missing")}
         unit = artifacts.get("unit.service") or {}
-        failed_stage = None
+        failed_stage = stage = None
+        if a["failed_task"]:
+            failed_stage = stage = records.stage_of(a["failed_action"], a["failed_result"])
         if a["interrupted"]:
             failed_stage = "interrupted"
-        elif a["failed_task"]:
-            failed_stage = records.stage_of(a["failed_action"], a["failed_result"])
         stage_results = {"readiness": a["readiness"], "smoke": a["smoke"], "benchmark": a["benchmark"],
                          "preflight": a["preflight"]}
-        if failed_stage in stage_results and not stage_results[failed_stage]:
-            stage_results[failed_stage] = a["failed_result"]
+        if stage in stage_results and not stage_results[stage]:
+            # what the failed (or stopped) stage returned: a benchmark stopped between levels keeps the ended ones
+            stage_results[stage] = a["failed_result"]
         preflight = stage_results["preflight"]
         launch = a["launch"] or preflight.get("launch") or {}
         started_at = a["started_at"]

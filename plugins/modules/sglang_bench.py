@@ -29,7 +29,12 @@ description:
     idle, imbalanced) with the thresholds in O(diagnosis_thresholds); hardware or thermal slowdown, new ECC
     errors or an Xid in the kernel log during a level make it RV(state=invalid_gpu_state).
   - A level where any request failed is reported with its error texts and marked not ok; its figures are never a
-    result. A finished level (its output files present) is not run again (C(creates)-style resume).
+    result. A level that passed (its output files present) is not run again (C(creates)-style resume); a failed
+    one runs again.
+  - Meant to run as an Ansible async job (C(async), C(poll=0)) watched by M(moesweep.sweep.sglang_bench_wait),
+    it writes C(progress.json) in O(output_dir) at every level's start and end. One benchmark runs per
+    O(output_dir) (C(bench.lock)); one that a controller interrupted mid-run left sending requests is stopped
+    first (RV(stopped_run)).
   - Bad input (an empty or non-positive concurrency list, a zero length, fewer prompts than the concurrency, a
     tokenizer that does not exist, a client venv without sglang, nothing listening on the port, a server that is
     not ready) fails before any request, naming the fix (RV(state=error)).
@@ -159,7 +164,7 @@ attributes:
     support: none
   idempotent:
     support: partial
-    details: A level whose output files are present is not run again unless O(rerun=true).
+    details: A level that passed and whose output files are present is not run again unless O(rerun=true).
   platform:
     support: full
     platforms: posix
@@ -167,6 +172,7 @@ notes:
   - The client is C(sglang.bench_serving) of sglang 0.5.9 (pure Python, no torch); its JSON output and figures are those published sglang benchmarks report.
 seealso:
   - module: moesweep.sweep.sglang_smoke
+  - module: moesweep.sweep.sglang_bench_wait
 """
 
 EXAMPLES = r"""
@@ -178,6 +184,24 @@ EXAMPLES = r"""
     concurrency: [1, 8, 32, 64]
     output_dir: /var/lib/moesweep/bench/flashinfer_cutlass
   register: bench
+
+- name: The same as an async job, each level's start and end seen by the controller while it runs
+  moesweep.sweep.sglang_bench:
+    port: 8000
+    model_path: lukealonso/GLM-5-NVFP4
+    output_dir: /var/lib/moesweep/bench/flashinfer_cutlass
+  async: 15000
+  poll: 0
+  register: bench_job
+
+- name: Wait for its levels
+  moesweep.sweep.sglang_bench_wait:
+    results_file: "{{ bench_job.results_file }}"
+    output_dir: /var/lib/moesweep/bench/flashinfer_cutlass
+  register: bench
+  until: bench.finished
+  retries: 1000
+  delay: 0
 """
 
 RETURN = r"""
@@ -185,10 +209,12 @@ state:
   description:
     - V(ok) (every level ok), V(failed) (some level had failed requests or timed out), V(invalid_gpu_state)
       (a level ran on GPUs in a state that voids its figures), V(server_died) (the unit's run ended during the
-      benchmark; see RV(crash)), V(error) (bad input or no ready server, before any request).
+      benchmark; see RV(crash)), V(stopped) (asked to stop - a C(stop) file in O(output_dir), which
+      M(moesweep.sweep.sglang_bench_wait) writes - it stopped after the level that ran; the levels that ended are
+      kept for a resumed run), V(error) (bad input or no ready server, before any request).
   returned: always
   type: str
-  choices: [ok, failed, invalid_gpu_state, server_died, error]
+  choices: [ok, failed, invalid_gpu_state, server_died, stopped, error]
   sample: ok
 levels:
   description:
@@ -236,6 +262,19 @@ elapsed:
   description: Seconds the module ran.
   returned: always
   type: float
+moesweep_stop:
+  description: True for RV(state=stopped) (a sweep records the point as interrupted).
+  returned: when stopped
+  type: bool
+stopped_run:
+  description: The pid of an earlier benchmark in O(output_dir) that was still running and was stopped, or null.
+  returned: success
+  type: int
+progress_file:
+  description: The progress document on the target (module_utils bench_progress).
+  returned: success
+  type: str
+  sample: /var/lib/moesweep/bench/flashinfer_cutlass/progress.json
 msg:
   description: One-line summary.
   returned: always
@@ -251,8 +290,8 @@ import subprocess
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.moesweep.sweep.plugins.module_utils import bench_progress, diagnosis, readiness, telemetry
 from ansible_collections.moesweep.sweep.plugins.module_utils import bench_serving as bs
-from ansible_collections.moesweep.sweep.plugins.module_utils import diagnosis, readiness, telemetry
 
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
                # any stray hub call stays on loopback and fails at once
@@ -404,17 +443,51 @@ def stop_driver(proc):
         proc.wait()
 
 
+STOPPED_ERROR = "not run: the sweep was asked to stop after the level before"
+
+
+def stop_process_tree(pid):
+    """Stop a benchmark left running (its client interpreter and sampler first, so none is orphaned)."""
+    for victim in list(reversed(bench_progress.descendants(pid))) + [pid]:
+        try:
+            os.kill(victim, signal.SIGKILL)
+        except OSError:
+            pass
+
+
 def level_files(output_dir, concurrency):
     stem = os.path.join(output_dir, "c%d" % concurrency)
     return {"jsonl": stem + ".bench.jsonl", "log": stem + ".log", "summary": stem + ".level.json",
             "result": stem + ".result.json", "telemetry_csv": stem + ".telemetry.csv"}
 
 
-def run_levels(module, p, plan_levels, env, driver=None):
+def passed_levels(output_dir, levels):
+    """The levels an earlier run in ``output_dir`` passed ({concurrency: its summary}): kept, not run again. A
+    failed level runs again, and so does one whose files are incomplete."""
+    out = {}
+    for c, _n in levels:
+        files = level_files(output_dir, c)
+        if not (os.path.isfile(files["summary"]) and os.path.isfile(files["jsonl"])):
+            continue
+        try:
+            with open(files["summary"]) as fh:
+                summary = json.load(fh)
+        except ValueError:
+            continue
+        if isinstance(summary, dict) and summary.get("ok"):
+            out[c] = dict(summary, reused=True)
+    return out
+
+
+def run_levels(module, p, plan_levels, env, driver=None, on_level=None):
     """Run the driver over the levels (``driver``: one started gated, still waiting for its plan); a level that
     outlasts level_timeout stops the driver, is recorded as timed out, and a new driver runs the next levels.
     Returns ({concurrency: {t_start, t_end, rc, error}}, the driver that said it is done and is left to exit on
-    its own, for the caller to reap, or None)."""
+    its own, for the caller to reap, or None). ``on_level(concurrency, event)`` is told of each level's start
+    and end as they happen. When asked to stop (the output directory's stop file) the driver is stopped after
+    the level that ends, and the levels left are recorded as not run."""
+    on_level = on_level or (lambda concurrency, event: None)
+    stop_path = os.path.join(p["output_dir"], bench_progress.STOP_FILE)
     outcomes = {}
     pending = list(plan_levels)
     while pending:
@@ -446,6 +519,7 @@ def run_levels(module, p, plan_levels, env, driver=None):
                         current = event["concurrency"]
                         level_started = time.monotonic()
                         outcomes[current] = {"t_start": event["t"]}
+                        on_level(current, event)
                     elif event.get("event") == "main" and event.get("concurrency") in outcomes:
                         outcomes[event["concurrency"]]["t_main"] = event["t"]
                     elif event.get("event") == "end":
@@ -453,6 +527,14 @@ def run_levels(module, p, plan_levels, env, driver=None):
                             t_end=event["t"], rc=event.get("rc"), error=event.get("error"))
                         pending = [lv for lv in pending if lv["concurrency"] != event["concurrency"]]
                         current = None
+                        on_level(event["concurrency"], event)
+                        if pending and os.path.exists(stop_path):
+                            proc.kill()
+                            proc.wait()
+                            for lv in pending:
+                                outcomes[lv["concurrency"]] = {"rc": None, "t_start": None, "t_end": None,
+                                                               "stopped": True, "error": STOPPED_ERROR}
+                            return outcomes, None
                     elif event.get("event") == "done":
                         done = True
             if done:
@@ -573,16 +655,31 @@ def main():
         os.makedirs(p["output_dir"], exist_ok=True)
     except OSError as exc:
         fail("sglang_bench: cannot create output_dir %s: %s" % (p["output_dir"], exc))
-    # ---- the levels that finished before (kept unless rerun)
-    reused = {}
-    for c, _n in levels:
-        files = level_files(p["output_dir"], c)
-        if not p["rerun"] and os.path.isfile(files["summary"]) and os.path.isfile(files["jsonl"]):
-            try:
-                with open(files["summary"]) as fh:
-                    reused[c] = dict(json.load(fh), reused=True)
-            except ValueError:
-                pass
+    # ---- one benchmark in this directory: one that an interrupted controller left running is stopped first
+    try:
+        lock_path = os.path.join(p["output_dir"], bench_progress.LOCK_FILE)
+        _lock, stopped = bench_progress.hold(lock_path, stop_process_tree, time.sleep)
+    except (RuntimeError, IOError, OSError) as exc:
+        fail("sglang_bench: %s: stop it, or choose another output_dir" % exc)
+    reused = {} if p["rerun"] else passed_levels(p["output_dir"], levels)
+    progress_path = os.path.join(p["output_dir"], bench_progress.PROGRESS_FILE)
+    try:
+        os.unlink(os.path.join(p["output_dir"], bench_progress.STOP_FILE))  # a request to an earlier run
+    except OSError:
+        pass
+    progress = [bench_progress.new(levels, reused, os.getpid(), time.time())]
+
+    def tell(concurrency, state, **fields):
+        progress[0] = bench_progress.update(progress[0], concurrency, state, **fields)
+        try:
+            bench_progress.write(progress_path, progress[0])
+        except (IOError, OSError):
+            pass  # progress is for watchers; the result is the truth
+
+    try:
+        bench_progress.write(progress_path, progress[0])
+    except (IOError, OSError) as exc:
+        fail("sglang_bench: cannot write %s: %s" % (progress_path, exc))
     env = dict(os.environ, **OFFLINE_ENV)
     if p["api_key"]:
         env["OPENAI_API_KEY"] = p["api_key"]
@@ -626,7 +723,22 @@ def main():
                 fields = telemetry.query_fields((sampler_info or {}).get("driver_version"))
             time.sleep(settle)  # a sample before the first request
         t_begin = time.time()
-        outcomes, exiting = run_levels(module, p, todo, env, driver) if todo else ({}, None)
+        by_level = dict((lv["concurrency"], lv) for lv in todo)
+
+        def on_level(concurrency, event):
+            if event.get("event") == "start":
+                tell(concurrency, "running", t_start=event.get("t"))
+                return
+            lv = by_level.get(concurrency)
+            record = None
+            if lv and os.path.isfile(lv["files"]["jsonl"]):
+                record = bs.last_json_line(_read(lv["files"]["jsonl"]))
+            parsed = bs.parse_result(record, lv["num_prompts"]) if record is not None and lv else {}
+            ok = bool(parsed.get("ok")) and not event.get("error")
+            tell(concurrency, "done" if ok else "failed", t_end=event.get("t"), ok=ok,
+                 figures=bench_progress.brief(parsed.get("figures")), error=event.get("error"))
+
+        outcomes, exiting = run_levels(module, p, todo, env, driver, on_level) if todo else ({}, None)
     finally:
         if sampler:
             sample_after(all_csv, time.time(), settle, fields)  # a sample after the last response
@@ -690,6 +802,8 @@ def main():
             level["telemetry"], level["diagnosis"] = None, diagnosis.diagnose(None, p["diagnosis_thresholds"])
         _write_json(files["summary"], level)
         results[c] = level
+        tell(c, "done" if level["ok"] else "failed", ok=level["ok"], figures=bench_progress.brief(level["figures"]),
+             t_end=outcome.get("t_end"))
 
     ordered = [results[c] for c, _n in levels]
     run_now = [lv for lv in ordered if not lv.get("reused")]
@@ -697,6 +811,7 @@ def main():
     overhead = bs.overhead_per_level(wall, [lv["figures"].get("duration") for lv in run_now]) if run_now else 0.0
     crash = {}
     state = "ok"
+    stopped_levels = [c for c, o in outcomes.items() if o.get("stopped")]
     if any((lv.get("diagnosis") or {}).get("invalid") for lv in ordered):
         state = "invalid_gpu_state"
     if any(not lv["ok"] for lv in ordered):
@@ -713,10 +828,17 @@ def main():
         for lv in ordered))
     if crash:
         msg += "; the server died: %s" % crash.get("decisive_line")
+    if stopped_levels and state == "failed":
+        # asked to stop: the levels that ended are kept (a resumed run does not run them again), the rest did not run
+        state = "stopped"
+        msg = "stopped: the sweep was asked to stop after the level that ran; " + msg.split(": ", 1)[1]
     result = dict(changed=bool(run_now), state=state, levels=ordered, tokenizer={"path": tok, "found_in": how},
                   sampler={"kind": sampler.kind if sampler else None, "argv": sampler.argv if sampler else None,
                            "probe": sampler_info},
-                  model=model, overhead_s_per_level=overhead, crash=crash, elapsed=round(wall, 3), msg=msg)
+                  model=model, overhead_s_per_level=overhead, crash=crash, elapsed=round(wall, 3), msg=msg,
+                  stopped_run=stopped, progress_file=progress_path)
+    if state == "stopped":
+        result["moesweep_stop"] = True
     if state != "ok":
         module.fail_json(**result)
     module.exit_json(**result)

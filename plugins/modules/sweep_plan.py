@@ -170,7 +170,8 @@ EXAMPLES = r"""
 RETURN = r"""
 moesweep_sweep:
   description:
-    - The plan - C(sweep_id), C(results_dir), C(dir), C(points) (this host's points), C(all_points) (the sweep's
+    - The plan - C(sweep_id), C(results_dir), C(dir), C(stop_file) (the file whose presence asks the sweep to stop
+      after the current step; moesweep.api creates it), C(points) (this host's points), C(all_points) (the sweep's
       points before any spread), C(spread), C(spread_group) (the hosts this host shares the points with),
       C(restore), C(reference_concurrency), C(concurrency) (the benchmark levels), C(rerun), C(sglang_version),
       C(created) (when it was planned, ISO 8601) and C(nodes) (on a node of O(nodes_group) - C(group),

@@ -286,8 +286,8 @@ def stage_of(task_action, failed_result=None):
     if action == "sglang_nodes":
         return (failed_result or {}).get("stage") or "other"
     return {"sglang_preflight": "preflight", "sglang_ready": "readiness", "gpu_released": "restart",
-            "sglang_smoke": "smoke", "sglang_bench": "benchmark", "gpu_facts": "facts",
-            "port_owner": "preflight"}.get(action, "other")
+            "sglang_smoke": "smoke", "sglang_bench": "benchmark", "sglang_bench_wait": "benchmark",
+            "gpu_facts": "facts", "port_owner": "preflight"}.get(action, "other")
 
 
 # A node group's readiness also names the rank that decided it and carries every rank's own verdict.

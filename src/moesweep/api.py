@@ -197,8 +197,10 @@ def load_results(path: str | os.PathLike) -> SweepResult:
 @dataclass
 class Event:
     """Progress of a run, in order: ``plan`` (the sweep's points), ``point_started``, ``phase`` (a task of the
-    point began), ``level`` (a benchmark level finished), ``point_finished`` (with its record), ``skipped``
-    (resumed: the point passed before), ``restore``, ``failed`` (a task failed), ``done``."""
+    point began), ``level_started`` (a benchmark level began: ``detail`` has its concurrency and number of
+    prompts), ``level`` (a benchmark level finished: ``detail`` has its concurrency, ``ok`` and ``figures``;
+    both arrive while the benchmark runs), ``point_finished`` (with its record), ``skipped`` (resumed: the point
+    passed before), ``restore``, ``failed`` (a task failed), ``done``."""
 
     kind: str
     host: str | None = None
@@ -234,6 +236,31 @@ def phase_of(task_name: str) -> str | None:
     return None
 
 
+BENCH_WAIT = "moesweep.sweep.sglang_bench_wait"  # follows the async benchmark job (roles/sglang_bench)
+
+
+def level_events(host, state: dict, res: dict) -> list[Event]:
+    """The benchmark levels that started or ended since the last poll of the job, each once, in order. A poll's
+    ``progress`` (module_utils bench_progress) carries every level's state; the job's final result its levels'
+    full entries (figures, telemetry, diagnosis), for the levels no poll saw end."""
+    point = state.get(host)
+    told = state.setdefault(("levels", host, point), {})
+    out = []
+    final = {lv.get("concurrency"): lv for lv in res.get("levels") or []} if res.get("finished") else {}
+    for entry in ((res.get("progress") or {}).get("levels") or []) or list(final.values()):
+        c, st = entry.get("concurrency"), entry.get("state")
+        if st == "reused" or c is None:
+            continue
+        if st in ("running", "done", "failed") and "started" not in told.get(c, ()):
+            told.setdefault(c, set()).add("started")
+            out.append(Event("level_started", host=host, point=point,
+                             detail={"concurrency": c, "num_prompts": entry.get("num_prompts")}))
+        if (st in ("done", "failed") or c in final) and "ended" not in told.get(c, ()):
+            told.setdefault(c, set()).add("ended")
+            out.append(Event("level", host=host, point=point, detail=final.get(c) or entry))
+    return out
+
+
 def events_from_runner(event: dict, state: dict) -> list[Event]:
     """Translate one ansible-runner event into moesweep events (``state`` carries the current point per host)."""
     kind = event.get("event")
@@ -261,9 +288,10 @@ def events_from_runner(event: dict, state: dict) -> list[Event]:
             else:
                 out.append(Event("point_finished", host=host, point=rec.get("point"), record=rec))
                 state.pop(host, None)
-        elif data.get("task_action") == "moesweep.sweep.sglang_bench":
-            for lv in res.get("levels") or []:
-                out.append(Event("level", host=host, point=state.get(host), detail=lv))
+        elif data.get("task_action") == BENCH_WAIT:
+            out += level_events(host, state, res)
+    elif kind == "runner_retry" and data.get("task_action") == BENCH_WAIT:
+        out += level_events(host, state, res)
     elif kind == "runner_on_failed" and not data.get("ignore_errors"):
         out.append(Event("failed", host=host, point=state.get(host), detail={"task": data.get("task"),
                                                                              "msg": res.get("msg")}))

@@ -13,7 +13,7 @@ WATCHED_ACTIONS = {
     "moesweep.sweep.sglang_ready": "readiness",
     "moesweep.sweep.gpu_released": "released",
     "moesweep.sweep.sglang_smoke": "smoke",
-    "moesweep.sweep.sglang_bench": "benchmark",
+    "moesweep.sweep.sglang_bench_wait": "benchmark",  # the async benchmark job's result (roles/sglang_bench)
     "moesweep.sweep.sweep_plan": "plan",
 }
 

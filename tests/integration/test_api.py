@@ -56,6 +56,12 @@ def test_typed_results_equal_the_records_and_events_come_in_order(bench_cluster,
         assert phases.index("preflight") < phases.index("readiness") < phases.index("benchmark")
         levels = [e.detail["concurrency"] for e in mine if e.kind == "level"]
         assert levels == [1, 4]
+        # each level's start and end came while the benchmark ran (the async job's polls), in order
+        live = [(e.kind, e.detail["concurrency"]) for e in mine if e.kind in ("level_started", "level")]
+        assert live == [("level_started", 1), ("level", 1), ("level_started", 4), ("level", 4)], live
+        ends = {e.detail["concurrency"]: e.at for e in mine if e.kind == "level"}
+        assert ends[1] < ends[4] - 1.0, ends  # c1's figures came a level's time before the benchmark ended
+        assert all(e.detail["figures"]["output_throughput"] > 0 for e in mine if e.kind == "level")
     assert kinds.index("restore") > max(i for i, e in enumerate(events) if e.kind == "point_finished")
     best = result.best(4)
     assert best is not None and best.output_throughput(4) > 0
@@ -86,6 +92,44 @@ def test_a_stop_mid_point_records_interrupted_and_restores_a_ready_server(bench_
     line = bench_cluster.sh(host, "systemctl show sglang.service -p ExecStart --value").stdout
     assert "--moe-runner-backend flashinfer_cutlass" in line
     assert not (result.directory / ".stop").exists()
+
+
+def test_a_stop_during_the_benchmark_ends_it_after_the_running_level_and_a_resume_keeps_the_levels(bench_cluster,
+                                                                                                  tmp_path):
+    """Asked to stop while a level runs, the benchmark stops after that level: the point is interrupted with the
+    levels that ended in its record, the host is restored, and the resumed sweep runs only the level left."""
+    # c2 runs longer than one poll's longest wait (roles/sglang_bench/vars: 10 s): the stop reaches the host while
+    # c2 runs whichever poll is in flight when it is asked
+    settings = dict(SETTINGS, sglang_bench_concurrency=[1, 2, 4], sglang_bench_num_prompts=[4, 30, 8])
+    asked = []
+
+    def stop_after_step():
+        return bool(asked)
+
+    events = []
+    for event in moesweep.iter_sweep(str(bench_cluster.inventory), ["triton"], results_dir=tmp_path,
+                                     sweep_id="stop-mid-bench", rerun=True, stop_after_step=stop_after_step,
+                                     **settings):
+        events.append(event)
+        if event.kind == "level_started" and event.detail["concurrency"] == 2:
+            asked.append(event.at)
+    result = events[-1].detail["result"]
+    triton = next(p for p in result.points if p.point == "triton")
+    assert triton.status == "interrupted", (triton.status, triton.record.get("failed_msg"))
+    assert result.interrupted and "asked to stop" in (triton.record["failed_msg"] or "")
+    levels = {lv.concurrency: lv for lv in triton.levels}
+    assert levels[1].ok and levels[2].ok, triton.levels  # the running level ended and was kept
+    assert not levels[4].ok and "asked to stop" in levels[4].errors[0]["error"]
+    assert result.restores[-1].status == "passed"
+    host = bench_cluster.names[0]
+    assert bench_cluster.sh(host, "systemctl is-active sglang.service").stdout.strip() == "active"
+    # the resumed sweep runs the point again, keeping the two levels that passed: only c4 runs now
+    resumed = moesweep.sweep(str(bench_cluster.inventory), ["triton"], results_dir=tmp_path,
+                             sweep_id="stop-mid-bench", resume=True, **settings)
+    again = next(p for p in resumed.points if p.point == "triton")
+    assert again.passed, again.record.get("failed_msg")
+    reused = {lv["concurrency"]: bool(lv.get("reused")) for lv in again.record["benchmark"]["levels"]}
+    assert reused == {1: True, 2: True, 4: False}, reused
 
 
 def _settings_file(tmp_path: Path) -> Path:
@@ -148,11 +192,12 @@ def test_the_live_display_updates_during_a_benchmark_level(bench_cluster, tmp_pa
     assert os.waitstatus_to_exitcode(status) == 0, text[-3000:]
     assert "moesweep sweep" in text and "triton" in text  # the table's title and row
     # the display was redrawn while the benchmark ran: the phase cell said benchmark with the levels that run, its
-    # elapsed cell counted up during the level, then a level figure came (the module returns its levels together,
-    # so the cell shows the last one)
-    figure = re.search(r"c[14] [0-9.]+ tok/s", text)
+    # elapsed cell counted up during the level, and the level cell followed each level as it started and ended
+    figure = re.search(r"c1 [0-9.]+ tok/s", text)
     assert "benchmark" in text and figure and text.index("benchmark") < figure.start(), text[-3000:]
     assert "levels c1, c4" in text
+    assert text.index("c1 running (1/2)") < figure.start() < text.index("c4 running (2/2)"), text[-3000:]
+    assert re.search(r"c1 [0-9.]+ tok/s, c4 [0-9.]+ tok/s", text), text[-3000:]
     ticks = {int(t) for t in re.findall(r"benchmark\W+(\d+) s\W", text[:figure.start()])}
     assert len(ticks) >= 3, (sorted(ticks), text[-3000:])
     assert len(snapshots) > 5

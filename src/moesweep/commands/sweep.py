@@ -140,17 +140,27 @@ class Progress:
                 return
             self.rows[key]["phase"] = event.phase
             if event.phase == "benchmark" and self.levels:
-                # which levels run; each one's figure replaces this when the benchmark module returns them
+                # the levels to run; each one shows as running, then its figure, while the benchmark runs
                 self.rows[key]["level"] = "levels " + ", ".join(f"c{c}" for c in self.levels)
             line = f"{event.host} {event.point}: {event.phase}"
+        elif event.kind == "level_started":
+            c = event.detail.get("concurrency")
+            row = self.rows.get(key)
+            at = f" ({self.levels.index(c) + 1}/{len(self.levels)})" if c in self.levels else ""
+            text = f"c{c} running{at}"
+            if row is not None:
+                row["level"] = ", ".join(row.get("levels_done", []) + [text])
+            line = f"{event.host} {event.point}: level c{c} started, {event.detail.get('num_prompts')} prompts{at}"
         elif event.kind == "level":
             lv = event.detail
             figs = lv.get("figures") or {}
             c = lv.get("concurrency")
             tok = figs.get("output_throughput")
             text = f"c{c} {tok:.1f} tok/s" if lv.get("ok") and tok is not None else f"c{c} failed"
-            if key in self.rows:
-                self.rows[key]["level"] = text
+            row = self.rows.get(key)
+            if row is not None:
+                row.setdefault("levels_done", []).append(text)
+                row["level"] = ", ".join(row["levels_done"])
             line = f"{event.host} {event.point}: level {text}"
         elif event.kind == "point_finished":
             rec = event.record or {}

@@ -120,3 +120,21 @@ def test_the_telemetry_tail_ends_at_the_first_sample_after_the_last_response(tmp
     t0 = time.monotonic()
     assert sglang_bench.sample_after(str(path), last + 60, 0.3, fields) is False
     assert time.monotonic() - t0 >= 0.3
+
+
+def test_only_levels_that_passed_are_kept_for_a_resumed_run(tmp_path):
+    import json
+
+    for c, ok in ((1, True), (8, False), (32, True)):
+        files = sglang_bench.level_files(str(tmp_path), c)
+        open(files["summary"], "w").write(json.dumps({"concurrency": c, "ok": ok}))
+        if c != 32:
+            open(files["jsonl"], "w").write("{}\n")  # c32's output file is missing: incomplete
+    open(sglang_bench.level_files(str(tmp_path), 64)["summary"], "w").write("{half")
+    kept = sglang_bench.passed_levels(str(tmp_path), [(1, 16), (8, 40), (32, 160), (64, 320)])
+    assert kept == {1: {"concurrency": 1, "ok": True, "reused": True}}
+
+
+def test_a_bad_input_failure_leaves_the_output_dir_untouched(bench, tmp_path):
+    kind, r = bench(concurrency=[])
+    assert kind == "fail" and not (tmp_path / "out").exists()

@@ -1,0 +1,229 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: moesweep contributors
+# Apache License 2.0 (see LICENSE)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: sglang_bench_wait
+short_description: Follow an async M(moesweep.sweep.sglang_bench) job level by level, then return its result
+version_added: "0.1.0"
+description:
+  - The poller of a benchmark run as an Ansible async job (C(async), C(poll=0)), as M(ansible.builtin.async_status)
+    is for any job, and used the same way (C(until) RV(finished), C(delay=0)). It long-polls - it returns as soon as
+    the benchmark's progress document (C(progress.json) in O(output_dir)) has a version this task has not returned,
+    or the job finished, or O(wait) seconds passed - so the controller sees each level start and finish while the
+    benchmark runs (every C(until) retry is a C(v2_runner_retry) callback, an ansible-runner C(runner_retry) event).
+  - When the job finished it returns the job's result (the module's own return values, see
+    M(moesweep.sweep.sglang_bench)) with RV(finished=true); the task fails when the job failed, with the job's
+    message. A job whose benchmark process is gone without a result (the host rebooted, it was killed) fails
+    with that said.
+  - Progress left in O(output_dir) by an earlier run is never reported as this job's (it predates the job).
+  - Asked to stop (O(stop), or the controller file O(stop_file) exists), it asks the benchmark to stop after the
+    level that runs (a C(stop) file in O(output_dir)); the job then fails with C(state=stopped) and
+    C(moesweep_stop=true), its finished levels kept. The action plugin checks O(stop_file) at every C(until) retry.
+options:
+  results_file:
+    description: The job's results file (C(results_file) of the async task's registered result).
+    type: path
+    required: true
+  output_dir:
+    description: The benchmark's O(moesweep.sweep.sglang_bench#module:output_dir).
+    type: path
+    required: true
+  wait:
+    description: Longest time one call waits for news, in seconds (then it returns RV(finished=false) unchanged).
+    type: float
+    default: 30
+  stop:
+    description: Ask the benchmark to stop after the level that runs.
+    type: bool
+    default: false
+  stop_file:
+    description:
+      - A file on the controller whose presence means O(stop=true) (a sweep's C(stop_file), which
+        C(moesweep.api) creates when asked to stop after the current step). Read by the action plugin; the module
+        on the target ignores it.
+    type: path
+author:
+  - moesweep contributors (!UNKNOWN)
+extends_documentation_fragment:
+  - moesweep.sweep.attributes
+  - moesweep.sweep.attributes.ACTION
+attributes:
+  action:
+    support: full
+  check_mode:
+    support: full
+    details: It only reads the job's files; in check mode it reports their state once, without waiting.
+  diff_mode:
+    support: none
+  platform:
+    support: full
+    platforms: posix
+notes:
+  - It remembers the last version it returned in C(progress.json.seen) beside the document (Ansible templates a
+    task's arguments once, not at every C(until) retry).
+seealso:
+  - module: moesweep.sweep.sglang_bench
+  - module: ansible.builtin.async_status
+"""
+
+EXAMPLES = r"""
+- name: Benchmark as an async job
+  moesweep.sweep.sglang_bench:
+    port: 30000
+    output_dir: /var/lib/moesweep/bench/triton
+  async: 15000
+  poll: 0
+  register: bench_job
+
+- name: Wait for its levels, each start and end a retry the controller sees
+  moesweep.sweep.sglang_bench_wait:
+    results_file: "{{ bench_job.results_file }}"
+    output_dir: /var/lib/moesweep/bench/triton
+  register: bench
+  until: bench.finished
+  retries: 1000
+  delay: 0
+"""
+
+RETURN = r"""
+finished:
+  description: Whether the job finished; its result's keys are then returned too.
+  returned: always
+  type: bool
+  sample: false
+progress:
+  description:
+    - The job's progress document, null before it wrote one - C(version), C(pid), C(started) and C(levels), one
+      entry per level in order with C(concurrency), C(num_prompts), C(state) (V(pending), V(running), V(done),
+      V(failed), V(reused)), and once it ended C(ok), C(figures) (output / total / request throughput, median and
+      p99 TTFT, median ITL, duration, completed), C(t_start), C(t_end), C(error).
+  returned: always
+  type: dict
+current:
+  description: The level running now (an entry of the C(levels) of RV(progress)), or null.
+  returned: always
+  type: dict
+stop_requested:
+  description: Whether this call asked the benchmark to stop after the level that runs.
+  returned: always
+  type: bool
+"""
+
+import json
+import os
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.moesweep.sweep.plugins.module_utils import bench_progress
+
+POLL_S = 0.05
+# A benchmark process that is gone and wrote no result: the wrapper writes one within moments of its exit.
+GONE_GRACE_S = 5.0
+
+
+def _read(path):
+    try:
+        with open(path) as fh:
+            return fh.read()
+    except (IOError, OSError):
+        return None
+
+
+def job_result(text):
+    """The job's final result, or None while it runs (async_wrapper first writes {"started": ...})."""
+    try:
+        data = json.loads(text)
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(data, dict) or "started" in data:
+        return None
+    return data
+
+
+def alive(pid):
+    try:
+        os.kill(int(pid), 0)
+    except (OSError, TypeError, ValueError):
+        return False
+    return True
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            results_file=dict(type="path", required=True),
+            output_dir=dict(type="path", required=True),
+            wait=dict(type="float", default=30.0),
+            stop=dict(type="bool", default=False),
+            stop_file=dict(type="path"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    if p["wait"] < 0:
+        module.fail_json(msg="sglang_bench_wait: wait must be >= 0 seconds", finished=True, progress=None,
+                         current=None, stop_requested=False)
+    try:
+        job_started = os.stat(p["results_file"]).st_mtime
+    except OSError:
+        module.fail_json(msg="sglang_bench_wait: no async job results file %s: pass the results_file the async "
+                             "sglang_bench task registered" % p["results_file"], finished=True, progress=None,
+                         current=None, stop_requested=False)
+    progress_path = os.path.join(p["output_dir"], bench_progress.PROGRESS_FILE)
+    seen_path = progress_path + bench_progress.SEEN_SUFFIX
+    seen = (_read(seen_path) or "").strip() or None
+    asked = bool(p["stop"]) and not module.check_mode
+    if asked and job_result(_read(p["results_file"])) is None:
+        try:
+            with open(os.path.join(p["output_dir"], bench_progress.STOP_FILE), "w") as fh:
+                fh.write("asked at %.3f\n" % time.time())
+        except (IOError, OSError) as exc:
+            module.fail_json(msg="sglang_bench_wait: cannot ask the benchmark to stop (%s)" % exc, finished=False,
+                             progress=None, current=None, stop_requested=False)
+    deadline = time.monotonic() + (0 if module.check_mode else p["wait"])
+    gone_since = None
+    doc = None
+    while True:
+        final = job_result(_read(p["results_file"]))
+        mine = bench_progress.parse(_read(progress_path))
+        if bench_progress.of_job(mine, job_started):
+            doc = mine
+        if final is not None:
+            final.pop("invocation", None)
+            out = dict(final, finished=True, progress=doc, current=None, stop_requested=asked)
+            if final.get("failed"):
+                out.pop("failed", None)
+                out["msg"] = final.get("msg") or "the benchmark job failed"
+                module.fail_json(**out)
+            module.exit_json(**out)
+        if doc is not None and bench_progress.newer(doc, seen):
+            if not module.check_mode:
+                try:
+                    with open(seen_path, "w") as fh:
+                        fh.write(bench_progress.seen_token(doc))
+                except (IOError, OSError):
+                    pass  # then the next call returns the same version again: nothing is lost
+            break
+        if doc is not None and not alive(doc.get("pid")):
+            gone_since = gone_since or time.monotonic()
+            if time.monotonic() - gone_since > GONE_GRACE_S:
+                module.fail_json(msg="sglang_bench_wait: the benchmark (pid %s) is gone and its job wrote no result "
+                                     "(the host rebooted or the process was killed)" % doc.get("pid"),
+                                 finished=True, progress=doc, current=bench_progress.current(doc),
+                                 stop_requested=asked)
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(POLL_S)
+    module.exit_json(changed=False, finished=False, progress=doc, current=bench_progress.current(doc),
+                     stop_requested=asked)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""The benchmark's progress document and lock (module_utils bench_progress)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+# isort: split
+from ansible_collections.moesweep.sweep.plugins.module_utils import bench_progress as bp
+from helpers.paths import FIXTURES
+
+
+def test_a_new_document_marks_reused_levels_and_updates_one_level_at_a_time():
+    doc = bp.new([(1, 16), (8, 40)], {1: {"ok": True, "figures": {"output_throughput": 40.1, "p99_itl_ms": 3}}},
+                 pid=42, started=100.0)
+    assert doc["version"] == 1 and doc["pid"] == 42
+    assert doc["levels"][0] == {"concurrency": 1, "num_prompts": 16, "state": "reused", "ok": True,
+                                "figures": {"output_throughput": 40.1}}
+    assert bp.current(doc) is None
+    running = bp.update(doc, 8, "running", t_start=101.0)
+    assert running["version"] == 2 and bp.current(running)["concurrency"] == 8
+    assert doc["levels"][1]["state"] == "pending"  # the earlier version is left as it was
+    done = bp.update(running, 8, "done", ok=True, figures=bp.brief({"output_throughput": 300.0, "errors": []}))
+    assert done["levels"][1]["figures"] == {"output_throughput": 300.0} and bp.current(done) is None
+    with pytest.raises(ValueError):
+        bp.update(done, 8, "finished")
+
+
+def test_a_reader_sees_each_version_once_and_a_new_run_as_new():
+    doc = bp.update(bp.new([(1, 16)], {}, pid=1, started=100.0), 1, "running")
+    assert bp.newer(doc, None)
+    token = bp.seen_token(doc)
+    assert not bp.newer(doc, token)
+    assert bp.newer(bp.update(doc, 1, "done"), token)
+    # a later run of the same directory starts again at version 1: it is new all the same
+    assert bp.newer(bp.new([(1, 16)], {}, pid=2, started=200.0), token)
+    assert not bp.newer(None, token)
+
+
+def test_progress_older_than_the_job_is_not_the_jobs():
+    doc = bp.new([(1, 16)], {}, pid=1, started=100.0)
+    assert bp.of_job(doc, 99.5) and bp.of_job(doc, 100.05)
+    assert not bp.of_job(doc, 150.0)  # left by an earlier run in the same directory
+    assert not bp.of_job({"levels": []}, 1.0) and not bp.of_job(None, 1.0)
+
+
+def test_parse_takes_only_a_progress_document(tmp_path):
+    path = tmp_path / bp.PROGRESS_FILE
+    doc = bp.new([(4, 8)], {}, pid=3, started=1.0)
+    bp.write(str(path), doc)
+    assert bp.parse(path.read_text()) == doc
+    assert [p.name for p in tmp_path.iterdir()] == [bp.PROGRESS_FILE]  # the temporary file was renamed
+    assert bp.parse('{"levels": 3}') is None and bp.parse("{half") is None and bp.parse(None) is None
+
+
+def test_the_parent_pid_is_read_after_the_last_parenthesis():
+    # a real /proc/PID/stat whose command name holds ") " (tests/fixtures/proc/SOURCES.md)
+    assert bp.stat_ppid((FIXTURES / "proc" / "stat-paren-comm.txt").read_text()) == 5477
+    assert bp.stat_ppid("garbage") is None
+
+
+def test_descendants_walks_the_whole_tree(tmp_path):
+    for pid, ppid in ((10, 1), (11, 10), (12, 11), (13, 10), (20, 1)):
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "stat").write_text(f"{pid} (python3) S {ppid} {pid} 1 0 -1 4194304\n")
+    (tmp_path / "self").mkdir()
+    assert sorted(bp.descendants(10, proc_root=str(tmp_path))) == [11, 12, 13]
+    assert bp.descendants(99, proc_root=str(tmp_path)) == []
+
+
+def test_a_benchmark_left_running_is_stopped_before_the_lock_is_taken(tmp_path):
+    lock = tmp_path / bp.LOCK_FILE
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, os, sys, time\n"
+        f"fh = open({str(lock)!r}, 'a+'); fcntl.flock(fh, fcntl.LOCK_EX); fh.write('%d\\n' % os.getpid()); "
+        "fh.flush(); print('held', flush=True); time.sleep(60)")], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    killed = []
+
+    def kill(pid):
+        killed.append(pid)
+        holder.kill()
+        holder.wait()
+
+    fh, stopped = bp.hold(str(lock), kill, time.sleep, wait_s=5)
+    try:
+        assert killed == [holder.pid] and stopped == holder.pid
+        assert lock.read_text().strip() == str(os.getpid())
+    finally:
+        fh.close()
+    # free: taken at once, nobody stopped
+    fh, stopped = bp.hold(str(lock), kill, time.sleep)
+    fh.close()
+    assert stopped is None and killed == [holder.pid]
+
+
+def test_a_holder_that_does_not_stop_is_an_error(tmp_path):
+    lock = tmp_path / bp.LOCK_FILE
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, time\n"
+        f"fh = open({str(lock)!r}, 'a+'); fcntl.flock(fh, fcntl.LOCK_EX); print('held', flush=True); "
+        "time.sleep(60)")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(RuntimeError, match="another benchmark holds .* did not stop within 0 s"):
+            bp.hold(str(lock), lambda pid: None, lambda s: None, wait_s=0.3)
+    finally:
+        holder.kill()
+        holder.wait()

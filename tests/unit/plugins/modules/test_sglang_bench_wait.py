@@ -1,0 +1,106 @@
+"""sglang_bench_wait follows an async sglang_bench job: it returns at each new progress version, never twice for
+one version, never for a document an earlier run left, and once the job finished with the job's own result."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+# isort: split
+from ansible_collections.moesweep.sweep.plugins.module_utils import bench_progress as bp
+from ansible_collections.moesweep.sweep.plugins.modules import sglang_bench_wait
+
+RUNNING = {"started": True, "finished": False, "ansible_job_id": "j1.2"}  # what async_wrapper writes first
+
+
+@pytest.fixture
+def job(tmp_path, run_module):
+    results = tmp_path / "j1.2"
+    out = tmp_path / "out"
+    out.mkdir()
+    results.write_text(json.dumps(RUNNING))
+    job_started = results.stat().st_mtime
+
+    def call(**args):
+        return run_module(sglang_bench_wait, dict({"results_file": str(results), "output_dir": str(out),
+                                                   "wait": 0.3}, **args))
+
+    def progress(doc):
+        bp.write(str(out / bp.PROGRESS_FILE), doc)
+
+    def finish(result):
+        results.write_text(json.dumps(result))
+
+    call.progress, call.finish, call.started, call.out = progress, finish, job_started, out
+    return call
+
+
+def test_each_version_is_returned_once_then_the_call_waits(job):
+    doc = bp.new([(1, 4), (4, 8)], {}, pid=os.getpid(), started=job.started + 0.5)
+    job.progress(bp.update(doc, 1, "running", t_start=1.0))
+    kind, r = job()
+    assert kind == "exit" and r["finished"] is False and r["current"]["concurrency"] == 1
+    t0 = time.monotonic()
+    kind, r = job()  # nothing new: it waits its 0.3 s and returns the same
+    assert kind == "exit" and not r["finished"] and time.monotonic() - t0 >= 0.3
+    assert r["progress"]["version"] == 2
+    job.progress(bp.update(bp.update(doc, 1, "done", ok=True, figures={"output_throughput": 40.0}), 4, "running"))
+    kind, r = job()
+    assert [lv["state"] for lv in r["progress"]["levels"]] == ["done", "running"]
+    assert r["current"]["concurrency"] == 4
+
+
+def test_progress_an_earlier_run_left_is_not_reported(job):
+    job.progress(bp.new([(1, 4)], {}, pid=os.getpid(), started=job.started - 3600))
+    kind, r = job()
+    assert kind == "exit" and r["progress"] is None and r["current"] is None
+
+
+def test_a_finished_job_returns_its_result(job):
+    job.progress(bp.update(bp.new([(1, 4)], {}, pid=os.getpid(), started=job.started + 1), 1, "done", ok=True))
+    job.finish({"changed": True, "state": "ok", "levels": [{"concurrency": 1, "ok": True}], "msg": "ok: c1",
+                "invocation": {"module_args": {}}})
+    kind, r = job(wait=30)
+    assert kind == "exit" and r["finished"] is True and r["state"] == "ok" and r["levels"][0]["ok"]
+    assert "invocation" not in r and r["progress"]["levels"][0]["state"] == "done"
+
+
+def test_a_failed_job_fails_the_task_with_its_message(job):
+    job.finish({"failed": True, "state": "error", "levels": [], "msg": "sglang_bench: nothing listens on :1"})
+    kind, r = job()
+    assert kind == "fail" and r["msg"] == "sglang_bench: nothing listens on :1" and r["finished"] is True
+    assert r["state"] == "error"
+    job.finish({"failed": True, "msg": "Timeout exceeded", "child_pid": 7})  # async_wrapper's own timeout
+    kind, r = job()
+    assert kind == "fail" and r["msg"] == "Timeout exceeded"
+
+
+def test_a_benchmark_gone_without_a_result_fails(job, monkeypatch):
+    monkeypatch.setattr(sglang_bench_wait, "GONE_GRACE_S", 0.0)
+    doc = bp.new([(1, 4)], {}, pid=2 ** 22 + 12345, started=job.started + 1)  # above pid_max: no such process
+    job.progress(doc)
+    kind, r = job()  # the first call returns the new version
+    assert kind == "exit"
+    kind, r = job()
+    assert kind == "fail" and "is gone and its job wrote no result" in r["msg"]
+
+
+def test_no_results_file_names_what_to_pass(run_module, tmp_path):
+    kind, r = run_module(sglang_bench_wait, {"results_file": str(tmp_path / "nope"), "output_dir": str(tmp_path)})
+    assert kind == "fail" and "pass the results_file the async sglang_bench task registered" in r["msg"]
+
+
+def test_asked_to_stop_it_tells_the_running_benchmark(job):
+    job.progress(bp.update(bp.new([(1, 4), (4, 8)], {}, pid=os.getpid(), started=job.started + 1), 1, "running"))
+    kind, r = job(stop=True)
+    assert kind == "exit" and r["stop_requested"] is True
+    assert (job.out / bp.STOP_FILE).read_text().startswith("asked at ")
+
+
+def test_a_stop_for_a_finished_job_asks_nothing(job):
+    job.finish({"changed": True, "state": "ok", "levels": [], "msg": "ok"})
+    kind, r = job(stop=True)
+    assert kind == "exit" and r["finished"] and not (job.out / bp.STOP_FILE).exists()

@@ -1,0 +1,78 @@
+"""moesweep.api's events from ansible-runner's: each benchmark level's start and end once, in order, while the
+async benchmark job runs (its poller's runner_retry events) and from its final result for a level no poll saw
+end; the CLI's display follows them."""
+
+from __future__ import annotations
+
+from moesweep import api
+from moesweep.commands import sweep
+
+WAIT = "moesweep.sweep.sglang_bench_wait"
+
+
+def _poll(kind, levels, finished=False, final_levels=None):
+    res = {"finished": finished, "progress": {"version": 1, "levels": levels}}
+    if final_levels is not None:
+        res["levels"] = final_levels
+    return {"event": kind, "event_data": {"host": "h1", "task_action": WAIT, "res": res}}
+
+
+def _level(c, state, **kw):
+    return dict({"concurrency": c, "num_prompts": 4 * c, "state": state}, **kw)
+
+
+def test_levels_start_and_end_once_each_in_order():
+    state = {"h1": "triton"}
+    polls = [
+        _poll("runner_retry", [_level(1, "running"), _level(4, "pending")]),
+        _poll("runner_retry", [_level(1, "running"), _level(4, "pending")]),  # a heartbeat: nothing new
+        # c1 ended and c4 started between two polls: both are told, c1's end first
+        _poll("runner_retry", [_level(1, "done", ok=True, figures={"output_throughput": 40.0}),
+                               _level(4, "running")]),
+        _poll("runner_on_ok", [_level(1, "done", ok=True), _level(4, "done", ok=True)], finished=True,
+              final_levels=[{"concurrency": 1, "ok": True, "diagnosis": {"verdict": "launch_bound"}},
+                            {"concurrency": 4, "ok": True, "figures": {"output_throughput": 150.0},
+                             "diagnosis": {"verdict": "launch_bound"}}]),
+    ]
+    events = [e for ev in polls for e in api.events_from_runner(ev, state)]
+    assert [(e.kind, e.detail["concurrency"]) for e in events] == [
+        ("level_started", 1), ("level", 1), ("level_started", 4), ("level", 4)]
+    assert all(e.point == "triton" and e.host == "h1" for e in events)
+    assert events[1].detail["figures"] == {"output_throughput": 40.0}  # live: the poll's brief figures
+    assert events[3].detail["diagnosis"] == {"verdict": "launch_bound"}  # from the job's full result
+
+
+def test_a_job_that_finished_before_any_poll_saw_a_level_still_tells_every_level():
+    state = {"h1": "auto"}
+    ev = _poll("runner_on_ok", [_level(1, "done", ok=True), _level(8, "reused", ok=True)], finished=True,
+               final_levels=[{"concurrency": 1, "ok": True}, {"concurrency": 8, "ok": True, "reused": True}])
+    events = api.events_from_runner(ev, state)
+    # a reused level (passed in an interrupted run before) did not run now: neither started nor ended
+    assert [(e.kind, e.detail["concurrency"]) for e in events] == [("level_started", 1), ("level", 1)]
+
+
+def test_each_point_tells_its_own_levels():
+    state = {"h1": "triton"}
+    api.events_from_runner(_poll("runner_retry", [_level(1, "done", ok=True)]), state)
+    state["h1"] = "auto"  # the next point on the host
+    events = api.events_from_runner(_poll("runner_retry", [_level(1, "running")]), state)
+    assert [(e.kind, e.point) for e in events] == [("level_started", "auto")]
+
+
+def test_the_display_shows_the_running_level_then_its_figure(capsys):
+    shown = sweep.Progress(live=False)
+    shown.update(api.Event("plan", detail={"concurrency": [1, 4]}))
+    shown.update(api.Event("point_started", host="h1", point="triton"))
+    shown.update(api.Event("phase", host="h1", point="triton", phase="benchmark"))
+    row = shown.rows[("h1", "triton")]
+    assert row["level"] == "levels c1, c4"
+    shown.update(api.Event("level_started", host="h1", point="triton", detail={"concurrency": 1, "num_prompts": 4}))
+    assert row["level"] == "c1 running (1/2)"
+    shown.update(api.Event("level", host="h1", point="triton",
+                           detail={"concurrency": 1, "ok": True, "figures": {"output_throughput": 40.04}}))
+    shown.update(api.Event("level_started", host="h1", point="triton", detail={"concurrency": 4, "num_prompts": 8}))
+    assert row["level"] == "c1 40.0 tok/s, c4 running (2/2)"
+    shown.update(api.Event("level", host="h1", point="triton", detail={"concurrency": 4, "ok": False}))
+    assert row["level"] == "c1 40.0 tok/s, c4 failed"
+    err = capsys.readouterr().err
+    assert "h1 triton: level c1 started, 4 prompts (1/2)" in err and "h1 triton: level c4 failed" in err
