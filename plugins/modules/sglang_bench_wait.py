@@ -19,8 +19,9 @@ description:
     or the job finished, or O(wait) seconds passed - so the controller sees each level start and finish while the
     benchmark runs (every C(until) retry is a C(v2_runner_retry) callback, an ansible-runner C(runner_retry) event).
   - When the job finished it returns the job's result (the module's own return values, see
-    M(moesweep.sweep.sglang_bench)) with RV(finished=true); the task fails when the job failed, with the job's
-    message. A job whose benchmark process is gone without a result (the host rebooted, it was killed) fails
+    M(moesweep.sweep.sglang_bench)) with RV(finished=true), and removes the job's results file as
+    C(async_status mode=cleanup) does (each benchmark's would otherwise stay in the async directory); the task
+    fails when the job failed, with the job's message. A job whose benchmark process is gone without a result (the host rebooted, it was killed) fails
     with that said.
   - Progress left in O(output_dir) by an earlier run is never reported as this job's (it predates the job).
   - Asked to stop (O(stop), or the controller file O(stop_file) exists), it asks the benchmark to stop after the
@@ -196,6 +197,11 @@ def main():
         if bench_progress.of_job(mine, job_started):
             doc = mine
         if final is not None:
+            if not module.check_mode:
+                try:
+                    os.unlink(p["results_file"])
+                except OSError:
+                    pass
             final.pop("invocation", None)
             out = dict(final, finished=True, progress=doc, current=None, stop_requested=asked)
             if final.get("failed"):

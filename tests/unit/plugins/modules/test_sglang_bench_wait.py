@@ -34,7 +34,7 @@ def job(tmp_path, run_module):
     def finish(result):
         results.write_text(json.dumps(result))
 
-    call.progress, call.finish, call.started, call.out = progress, finish, job_started, out
+    call.progress, call.finish, call.started, call.out, call.results = progress, finish, job_started, out, results
     return call
 
 
@@ -66,6 +66,7 @@ def test_a_finished_job_returns_its_result(job):
     kind, r = job(wait=30)
     assert kind == "exit" and r["finished"] is True and r["state"] == "ok" and r["levels"][0]["ok"]
     assert "invocation" not in r and r["progress"]["levels"][0]["state"] == "done"
+    assert not os.path.exists(job.results)  # cleaned up, as async_status mode=cleanup does
 
 
 def test_a_failed_job_fails_the_task_with_its_message(job):
