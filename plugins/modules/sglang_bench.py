@@ -219,8 +219,11 @@ state:
 levels:
   description:
     - One entry per level, in O(concurrency) order - C(concurrency), C(num_prompts), C(ok), C(reused), C(figures)
-      (bench_serving's), C(completed), C(failed), C(errors), C(command), C(files), C(telemetry) (the summary),
-      C(energy), C(joules_per_token), C(xid), C(samples), C(diagnosis), C(invalid), C(wall_s).
+      (bench_serving's), C(completed), C(failed), C(errors), C(command), C(files), C(telemetry) (the summary of
+      the level's steady part - its C(window) and C(samples) leave out the first two sampling intervals, which
+      still average in the idle time before the requests), C(energy) (integrated over the whole window),
+      C(joules_per_token), C(xid), C(samples) (the rows of the whole window), C(diagnosis) (from C(telemetry)),
+      C(invalid), C(wall_s).
   returned: always
   type: list
   elements: dict
