@@ -185,23 +185,7 @@ EXAMPLES = r"""
     output_dir: /var/lib/moesweep/bench/flashinfer_cutlass
   register: bench
 
-- name: The same as an async job, each level's start and end seen by the controller while it runs
-  moesweep.sweep.sglang_bench:
-    port: 8000
-    model_path: lukealonso/GLM-5-NVFP4
-    output_dir: /var/lib/moesweep/bench/flashinfer_cutlass
-  async: 15000
-  poll: 0
-  register: bench_job
-
-- name: Wait for its levels
-  moesweep.sweep.sglang_bench_wait:
-    results_file: "{{ bench_job.results_file }}"
-    output_dir: /var/lib/moesweep/bench/flashinfer_cutlass
-  register: bench
-  until: bench.finished
-  retries: 1000
-  delay: 0
+# As an async job whose levels the controller sees as they run: see moesweep.sweep.sglang_bench_wait's examples.
 """
 
 RETURN = r"""

@@ -72,13 +72,20 @@ def test_descendants_walks_the_whole_tree(tmp_path):
     assert bp.descendants(99, proc_root=str(tmp_path)) == []
 
 
+def _holder(lock, pid_in_file=True):
+    """Another process holding the benchmark lock (as a benchmark would), its pid written in it or not."""
+    write = "fh.write('%d\\n' % os.getpid()); fh.flush(); " if pid_in_file else ""
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, os, time\n"
+        f"fh = open({str(lock)!r}, 'a+'); fcntl.flock(fh, fcntl.LOCK_EX); {write}print('held', flush=True); "
+        "time.sleep(60)")], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
 def test_a_benchmark_left_running_is_stopped_before_the_lock_is_taken(tmp_path):
     lock = tmp_path / bp.LOCK_FILE
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import fcntl, os, sys, time\n"
-        f"fh = open({str(lock)!r}, 'a+'); fcntl.flock(fh, fcntl.LOCK_EX); fh.write('%d\\n' % os.getpid()); "
-        "fh.flush(); print('held', flush=True); time.sleep(60)")], stdout=subprocess.PIPE, text=True)
-    assert holder.stdout.readline().strip() == "held"
+    holder = _holder(lock)
     killed = []
 
     def kill(pid):
@@ -99,15 +106,10 @@ def test_a_benchmark_left_running_is_stopped_before_the_lock_is_taken(tmp_path):
 
 
 def test_a_holder_that_does_not_stop_is_an_error(tmp_path):
-    lock = tmp_path / bp.LOCK_FILE
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import fcntl, time\n"
-        f"fh = open({str(lock)!r}, 'a+'); fcntl.flock(fh, fcntl.LOCK_EX); print('held', flush=True); "
-        "time.sleep(60)")], stdout=subprocess.PIPE, text=True)
+    holder = _holder(tmp_path / bp.LOCK_FILE, pid_in_file=False)
     try:
-        assert holder.stdout.readline().strip() == "held"
         with pytest.raises(RuntimeError, match="another benchmark holds .* did not stop within 0 s"):
-            bp.hold(str(lock), lambda pid: None, lambda s: None, wait_s=0.3)
+            bp.hold(str(tmp_path / bp.LOCK_FILE), lambda pid: None, lambda s: None, wait_s=0.3)
     finally:
         holder.kill()
         holder.wait()
