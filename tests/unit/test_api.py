@@ -76,3 +76,11 @@ def test_the_display_shows_the_running_level_then_its_figure(capsys):
     assert row["level"] == "c1 40.0 tok/s, c4 failed"
     err = capsys.readouterr().err
     assert "h1 triton: level c1 started, 4 prompts (1/2)" in err and "h1 triton: level c4 failed" in err
+
+
+def test_a_skipped_include_does_not_say_readiness_before_the_restart():
+    assert api.phase_of("Judge the running server when nothing changed (one up but not serving is restarted below)") \
+        is None
+    assert api.phase_of("Judge the running server") == "readiness"  # the task it includes, when it runs
+    assert api.phase_of("Start the server and wait") == "readiness"
+    assert api.phase_of("Stop the old server (SIGTERM, SGLang drains and exits)") == "restart"
