@@ -351,7 +351,7 @@ def build_point_record(ctx):
         "readiness": _pick(readiness, READINESS_KEYS),
         "smoke": _pick(smoke, ("state", "answers", "reasons", "agreement", "model", "crash", "elapsed")),
         "benchmark": dict(_pick(benchmark, ("state", "levels", "model", "tokenizer", "sampler",
-                                            "overhead_s_per_level", "crash", "elapsed", "msg")),
+                                            "overhead_s_per_level", "crash", "elapsed", "msg", "stopped_run")),
                           settings=ctx.get("bench_settings") or {}),
         "diagnosis": diagnosis_of(benchmark, ctx.get("reference_concurrency")),
         "failed_task": ctx.get("failed_task"),

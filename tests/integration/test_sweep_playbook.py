@@ -162,6 +162,46 @@ def test_a_killed_controller_leaves_no_torn_line_and_the_next_run_completes(benc
     assert not list(results.glob("*/.inflight/*"))
 
 
+def test_a_controller_killed_mid_benchmark_leaves_a_job_that_the_next_run_stops_first(bench_cluster, settings,
+                                                                                       tmp_path):
+    """The benchmark is an async job on the host: a SIGKILLed controller leaves it sending requests. The next run
+    stops it before its own benchmark sends any (the output directory's lock), and benchmarks the point anew."""
+    path, _ = settings
+    results = tmp_path / "results"
+    sweep_id = f"killed-mid-bench-{os.getpid()}-{int(time.time())}"  # its own directory on the host
+    slow = json.loads(path.read_text())
+    # c1 long enough (30 prompts one after the other) to outlast the killed run and the next run's way to its
+    # benchmark
+    slow.update(results_dir=str(results), sweep_id=sweep_id, sglang_bench_num_prompts=[30, 8])
+    (tmp_path / "slow.json").write_text(json.dumps(slow))
+    argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(bench_cluster.inventory), "sweep.yml",
+            "-e", f"@{tmp_path / 'slow.json'}", "-e", "backend=triton"]
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    host = bench_cluster.names[0]
+    point_dir = f"/var/lib/moesweep/runs/{sweep_id}/triton/*"
+    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        if bench_cluster.sh(host, f"grep -qs '\"running\"' {point_dir}/progress.json").returncode == 0:
+            break
+        time.sleep(0.3)
+    assert proc.poll() is None, "the sweep ended before its benchmark ran a level"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=60)
+    orphan = bench_cluster.sh(host, f"cat {point_dir}/bench.lock").stdout.strip()
+    assert orphan and bench_cluster.sh(host, f"kill -0 {orphan}").returncode == 0, "no benchmark outlived the kill"
+    again = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout[-3000:]
+    rec = records(results)[-1]
+    assert rec["point"] == "triton" and rec["status"] == "passed", (rec["status"], rec.get("failed_msg"))
+    assert rec["benchmark"]["stopped_run"] == int(orphan)
+    assert not any(lv.get("reused") for lv in rec["benchmark"]["levels"])  # the killed run passed no level
+    assert [lv["completed"] for lv in rec["benchmark"]["levels"]] == [30, 8]
+    assert bench_cluster.sh(host, f"kill -0 {orphan}").returncode != 0
+    assert bench_cluster.sh(host, "pgrep -f 'sglang[.]bench_serving'").returncode != 0, "a client still runs"
+
+
 BAD = [
     (["-e", "backend=triton", "-e", "backends=[flashinfer_cutlass]"], "not both"),
     (["-e", "backends=[]"], "empty list"),
