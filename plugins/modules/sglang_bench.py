@@ -656,12 +656,16 @@ def main():
         pass
     progress = [bench_progress.new(levels, reused, os.getpid(), time.time())]
 
-    def tell(concurrency, state, **fields):
-        progress[0] = bench_progress.update(progress[0], concurrency, state, **fields)
+    def publish():
         try:
             bench_progress.write(progress_path, progress[0])
         except (IOError, OSError):
             pass  # progress is for watchers; the result is the truth
+
+    def tell(concurrency, state, write=True, **fields):
+        progress[0] = bench_progress.update(progress[0], concurrency, state, **fields)
+        if write:
+            publish()
 
     try:
         bench_progress.write(progress_path, progress[0])
@@ -789,9 +793,11 @@ def main():
             level["telemetry"], level["diagnosis"] = None, diagnosis.diagnose(None, p["diagnosis_thresholds"])
         _write_json(files["summary"], level)
         results[c] = level
-        tell(c, "done" if level["ok"] else "failed", ok=level["ok"], figures=bench_progress.brief(level["figures"]),
-             t_end=outcome.get("t_end"))
+        tell(c, "done" if level["ok"] else "failed", write=False, ok=level["ok"],
+             figures=bench_progress.brief(level["figures"]), t_end=outcome.get("t_end"))
 
+    if todo:
+        publish()  # the levels' final verdicts (telemetry can void a level), one version for them all
     ordered = [results[c] for c, _n in levels]
     run_now = [lv for lv in ordered if not lv.get("reused")]
     wall = time.monotonic() - started
