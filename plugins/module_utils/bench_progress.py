@@ -15,6 +15,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import fcntl
 import json
 import os
 
@@ -55,11 +56,6 @@ def update(doc, concurrency, state, **fields):
             entry = dict(entry, state=state, **fields)
         levels.append(entry)
     return dict(doc, version=int(doc.get("version") or 0) + 1, levels=levels)
-
-
-def current(doc):
-    """The level running now, or None."""
-    return next((e for e in (doc or {}).get("levels") or [] if e.get("state") == "running"), None)
 
 
 def parse(text):
@@ -147,17 +143,15 @@ def hold(path, kill, sleep, wait_s=10.0):
     """Take the benchmark lock ``path`` (flock), writing this process's pid into it. When another benchmark holds
     it - an earlier run whose controller was interrupted, still sending requests - ``kill(pid)`` stops that one
     first. Returns (the open lock file, the pid that was stopped or None); the lock lasts as long as the file."""
-    import fcntl
-
     fh = open(path, "a+")
-    stopped = None
-    waited = 0.0
+    stopped, asked, waited = None, False, 0.0
     while True:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
             break
         except (IOError, OSError):
-            if stopped is None:
+            if not asked:  # once: the holder's pid is in the file it holds
+                asked = True
                 fh.seek(0)
                 try:
                     stopped = int(fh.read().strip() or 0) or None
@@ -165,7 +159,6 @@ def hold(path, kill, sleep, wait_s=10.0):
                     stopped = None
                 if stopped:
                     kill(stopped)
-                stopped = stopped or 0
             if waited >= wait_s:
                 fh.close()
                 msg = "another benchmark holds %s and did not stop within %.0f s" % (path, wait_s)
@@ -176,4 +169,4 @@ def hold(path, kill, sleep, wait_s=10.0):
     fh.truncate()
     fh.write("%d\n" % os.getpid())
     fh.flush()
-    return fh, (stopped or None)
+    return fh, stopped

@@ -804,7 +804,6 @@ def main():
     overhead = bs.overhead_per_level(wall, [lv["figures"].get("duration") for lv in run_now]) if run_now else 0.0
     crash = {}
     state = "ok"
-    stopped_levels = [c for c, o in outcomes.items() if o.get("stopped")]
     if any((lv.get("diagnosis") or {}).get("invalid") for lv in ordered):
         state = "invalid_gpu_state"
     if any(not lv["ok"] for lv in ordered):
@@ -815,23 +814,24 @@ def main():
             if readiness.unit_gone(props):
                 crash = readiness.judge_entries(entries, props)
                 state = "server_died"
+    if state == "failed" and any(o.get("stopped") for o in outcomes.values()):
+        # asked to stop: the levels that ended are kept (a resumed run does not run them again), the rest did not run
+        state = "stopped"
     msg = "%s: %s" % (state, ", ".join(
         "c%d %s" % (lv["concurrency"], ("%.1f tok/s" % lv["figures"]["output_throughput"])
                     if lv["ok"] and lv["figures"].get("output_throughput") is not None else "FAILED")
         for lv in ordered))
     if crash:
         msg += "; the server died: %s" % crash.get("decisive_line")
-    if stopped_levels and state == "failed":
-        # asked to stop: the levels that ended are kept (a resumed run does not run them again), the rest did not run
-        state = "stopped"
-        msg = "stopped: the sweep was asked to stop after the level that ran; " + msg.split(": ", 1)[1]
+    if state == "stopped":
+        msg += "; the sweep was asked to stop after the level that ran"
     result = dict(changed=bool(run_now), state=state, levels=ordered, tokenizer={"path": tok, "found_in": how},
                   sampler={"kind": sampler.kind if sampler else None, "argv": sampler.argv if sampler else None,
                            "probe": sampler_info},
                   model=model, overhead_s_per_level=overhead, crash=crash, elapsed=round(wall, 3), msg=msg,
                   stopped_run=stopped, progress_file=progress_path)
     if state == "stopped":
-        result["moesweep_stop"] = True
+        result["moesweep_stop"] = True  # the sweep records the point as interrupted
     if state != "ok":
         module.fail_json(**result)
     module.exit_json(**result)

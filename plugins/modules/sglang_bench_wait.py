@@ -107,10 +107,6 @@ progress:
       p99 TTFT, median ITL, duration, completed), C(t_start), C(t_end), C(error).
   returned: always
   type: dict
-current:
-  description: The level running now (an entry of the C(levels) of RV(progress)), or null.
-  returned: always
-  type: dict
 stop_requested:
   description: Whether this call asked the benchmark to stop after the level that runs.
   returned: always
@@ -168,15 +164,18 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+
+    def fail(msg, finished=True, progress=None, stop_requested=False):
+        module.fail_json(msg="sglang_bench_wait: %s" % msg, finished=finished, progress=progress,
+                         stop_requested=stop_requested)
+
     if p["wait"] < 0:
-        module.fail_json(msg="sglang_bench_wait: wait must be >= 0 seconds", finished=True, progress=None,
-                         current=None, stop_requested=False)
+        fail("wait must be >= 0 seconds")
     try:
         job_started = os.stat(p["results_file"]).st_mtime
     except OSError:
-        module.fail_json(msg="sglang_bench_wait: no async job results file %s: pass the results_file the async "
-                             "sglang_bench task registered" % p["results_file"], finished=True, progress=None,
-                         current=None, stop_requested=False)
+        fail("no async job results file %s: pass the results_file the async sglang_bench task registered"
+             % p["results_file"])
     progress_path = os.path.join(p["output_dir"], bench_progress.PROGRESS_FILE)
     seen_path = progress_path + bench_progress.SEEN_SUFFIX
     seen = (_read(seen_path) or "").strip() or None
@@ -186,8 +185,7 @@ def main():
             with open(os.path.join(p["output_dir"], bench_progress.STOP_FILE), "w") as fh:
                 fh.write("asked at %.3f\n" % time.time())
         except (IOError, OSError) as exc:
-            module.fail_json(msg="sglang_bench_wait: cannot ask the benchmark to stop (%s)" % exc, finished=False,
-                             progress=None, current=None, stop_requested=False)
+            fail("cannot ask the benchmark to stop (%s)" % exc, finished=False)
     deadline = time.monotonic() + (0 if module.check_mode else p["wait"])
     gone_since = None
     doc = None
@@ -203,7 +201,7 @@ def main():
                 except OSError:
                     pass
             final.pop("invocation", None)
-            out = dict(final, finished=True, progress=doc, current=None, stop_requested=asked)
+            out = dict(final, finished=True, progress=doc, stop_requested=asked)
             if final.get("failed"):
                 out.pop("failed", None)
                 out["msg"] = final.get("msg") or "the benchmark job failed"
@@ -220,15 +218,12 @@ def main():
         if doc is not None and not alive(doc.get("pid")):
             gone_since = gone_since or time.monotonic()
             if time.monotonic() - gone_since > GONE_GRACE_S:
-                module.fail_json(msg="sglang_bench_wait: the benchmark (pid %s) is gone and its job wrote no result "
-                                     "(the host rebooted or the process was killed)" % doc.get("pid"),
-                                 finished=True, progress=doc, current=bench_progress.current(doc),
-                                 stop_requested=asked)
+                fail("the benchmark (pid %s) is gone and its job wrote no result (the host rebooted or the process "
+                     "was killed)" % doc.get("pid"), progress=doc, stop_requested=asked)
         if time.monotonic() >= deadline:
             break
         time.sleep(POLL_S)
-    module.exit_json(changed=False, finished=False, progress=doc, current=bench_progress.current(doc),
-                     stop_requested=asked)
+    module.exit_json(changed=False, finished=False, progress=doc, stop_requested=asked)
 
 
 if __name__ == "__main__":

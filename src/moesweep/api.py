@@ -220,6 +220,7 @@ PHASES = (
     ("Stop the old server", "restart"),
     ("Wait until no process holds a GPU", "restart"),
     ("Start the server and wait", "readiness"),
+    ("Judge the running server", "readiness"),
     ("Check what the server generates", "smoke"),
     ("Benchmark with sglang's bench_serving", "benchmark"),
     ("Record the point", "record"),
@@ -228,14 +229,7 @@ PHASES = (
 )
 
 
-# Matched whole: the include that leads to this task starts even when it is skipped (a point that restarts), and
-# would say readiness before the restart.
-EXACT_PHASES = {"Judge the running server": "readiness"}
-
-
 def phase_of(task_name: str) -> str | None:
-    if task_name in EXACT_PHASES:
-        return EXACT_PHASES[task_name]
     for prefix, phase in PHASES:
         if (task_name or "").startswith(prefix):
             return phase
@@ -250,19 +244,19 @@ def level_events(host, state: dict, res: dict) -> list[Event]:
     ``progress`` (module_utils bench_progress) carries every level's state; the job's final result its levels'
     full entries (figures, telemetry, diagnosis), for the levels no poll saw end."""
     point = state.get(host)
-    told = state.setdefault(("levels", host, point), {})
+    told = state.setdefault(("levels", host, point), set())  # (concurrency, "started" / "ended")
     out = []
     final = {lv.get("concurrency"): lv for lv in res.get("levels") or []} if res.get("finished") else {}
     for entry in ((res.get("progress") or {}).get("levels") or []) or list(final.values()):
         c, st = entry.get("concurrency"), entry.get("state")
         if st == "reused" or c is None:
             continue
-        if st in ("running", "done", "failed") and "started" not in told.get(c, ()):
-            told.setdefault(c, set()).add("started")
+        if st in ("running", "done", "failed") and (c, "started") not in told:
+            told.add((c, "started"))
             out.append(Event("level_started", host=host, point=point,
                              detail={"concurrency": c, "num_prompts": entry.get("num_prompts")}))
-        if (st in ("done", "failed") or c in final) and "ended" not in told.get(c, ()):
-            told.setdefault(c, set()).add("ended")
+        if (st in ("done", "failed") or c in final) and (c, "ended") not in told:
+            told.add((c, "ended"))
             out.append(Event("level", host=host, point=point, detail=final.get(c) or entry))
     return out
 

@@ -20,12 +20,13 @@ def test_a_new_document_marks_reused_levels_and_updates_one_level_at_a_time():
     assert doc["version"] == 1 and doc["pid"] == 42
     assert doc["levels"][0] == {"concurrency": 1, "num_prompts": 16, "state": "reused", "ok": True,
                                 "figures": {"output_throughput": 40.1}}
-    assert bp.current(doc) is None
+    assert [e["state"] for e in doc["levels"]] == ["reused", "pending"]
     running = bp.update(doc, 8, "running", t_start=101.0)
-    assert running["version"] == 2 and bp.current(running)["concurrency"] == 8
+    assert running["version"] == 2 and running["levels"][1] == {"concurrency": 8, "num_prompts": 40,
+                                                                "state": "running", "t_start": 101.0}
     assert doc["levels"][1]["state"] == "pending"  # the earlier version is left as it was
     done = bp.update(running, 8, "done", ok=True, figures=bp.brief({"output_throughput": 300.0, "errors": []}))
-    assert done["levels"][1]["figures"] == {"output_throughput": 300.0} and bp.current(done) is None
+    assert done["levels"][1]["figures"] == {"output_throughput": 300.0} and done["levels"][1]["state"] == "done"
     with pytest.raises(ValueError):
         bp.update(done, 8, "finished")
 
