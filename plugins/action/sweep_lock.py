@@ -2,7 +2,9 @@
 # Copyright: moesweep contributors
 # Apache License 2.0 (see LICENSE)
 """Controller-side half of sweep_lock: the owner is this controller and this ansible-playbook process, and a
-lock whose holder was a process of this controller that no longer runs (a killed sweep) is taken over."""
+lock whose holder was a process of this controller that no longer runs (a killed sweep) is taken over. A refresh
+(O(owner) is the lock as taken, with its C(expires)) while more than half of the lease is left answers here,
+without a round trip: nobody else can take an unexpired lease (only this controller, once this process is gone)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -11,6 +13,7 @@ __metaclass__ = type
 import getpass
 import os
 import socket
+import time
 
 from ansible.plugins.action import ActionBase
 
@@ -21,6 +24,22 @@ def pid_alive(pid):
     except (OSError, ValueError, TypeError):
         return False
     return True
+
+
+# A refresh reaches the host once less than this share of the lease is left.
+REFRESH_WHEN_LEFT = 0.5
+
+
+def refresh_due(args, now):
+    """Whether a call must reach the host: anything but the refresh of a lock whose lease is more than half left."""
+    owner = args.get("owner") or {}
+    if args.get("state", "acquired") != "acquired" or args.get("steal") or owner.get("expires") is None:
+        return True
+    try:
+        left, lease = float(owner["expires"]) - now, float(args.get("lease", 21600))
+    except (TypeError, ValueError):
+        return True
+    return left <= lease * REFRESH_WHEN_LEFT
 
 
 class ActionModule(ActionBase):
@@ -39,6 +58,11 @@ class ActionModule(ActionBase):
         except Exception:  # noqa: BLE001 - no user name is not a reason to refuse
             owner.setdefault("user", str(os.getuid()))
         args["owner"] = owner
+        now = time.time()
+        if not refresh_due(args, now):
+            return {"changed": False, "busy": False, "held_by": owner, "refreshed": False,
+                    "msg": "the lease has %.0f s left (more than half of %s s): not refreshed yet"
+                           % (float(owner["expires"]) - now, args.get("lease", 21600))}
         result = self._execute_module(module_name="moesweep.sweep.sweep_lock", module_args=args, task_vars=task_vars)
         held = result.get("held_by") or {}
         if (result.get("busy") and held.get("controller") == owner["controller"]

@@ -14,9 +14,15 @@ description:
     GPU memory use has dropped below O(max_memory_used_mib), and nothing listens on O(port).
   - Fails with a message naming every PID still holding a GPU or the port, instead of letting a new
     server start on GPUs whose memory is still taken.
-  - Read-only; in check mode it reports the current state once without waiting (RV(released) may then be
-    false without the task failing).
+  - With O(stop_unit) it stops that systemd unit first (C(systemctl stop) sends SIGTERM and returns once the unit's
+    processes have exited or systemd killed them after C(TimeoutStopSec)), so that a restart's stop and release
+    wait are one call. Without it the module only observes.
+  - In check mode it reports the current state once without waiting (RV(released) may then be false without the
+    task failing), and stops nothing.
 options:
+  stop_unit:
+    description: A systemd unit to stop before waiting, for example C(sglang.service). Omitted, nothing is stopped.
+    type: str
   port:
     description: TCP port that must be free. C(0) skips the port check.
     type: int
@@ -57,7 +63,7 @@ attributes:
     support: none
   idempotent:
     support: full
-    details: It only observes.
+    details: It only observes, and with O(stop_unit) stops a unit that runs (changed only then).
   platform:
     support: full
     platforms: posix
@@ -73,6 +79,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+stopped:
+  description: O(stop_unit) was running and was stopped (in check mode, would be).
+  returned: always
+  type: bool
+  sample: true
 released:
   description: Whether GPUs and port were free before O(timeout).
   returned: always
@@ -135,6 +146,27 @@ def _snapshot(module, binary, wanted_pids, port):
     return apps, used, port_holders
 
 
+# ActiveState values of a unit that has processes to stop (systemctl show; as ansible.builtin.systemd_service's
+# is_running_service and is_deactivating_service count them)
+RUNNING_STATES = ("active", "activating", "deactivating")
+
+
+def stop_unit(module, unit):
+    """Stop ``unit`` when it runs (systemctl stop blocks until it has stopped); whether it ran."""
+    systemctl = module.get_bin_path("systemctl", required=True)
+    env = {"LC_ALL": "C"}
+    rc, out, err = module.run_command([systemctl, "show", unit, "-p", "ActiveState"], environ_update=env)
+    state = out.strip().partition("=")[2] if rc == 0 else ""
+    if state not in RUNNING_STATES:
+        return False
+    if not module.check_mode:
+        rc, out, err = module.run_command([systemctl, "stop", unit], environ_update=env)
+        if rc != 0:
+            module.fail_json(msg="systemctl stop %s failed (rc %d): %s" % (unit, rc, (err or out).strip()),
+                             stopped=False, released=False, elapsed=0.0)
+    return True
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -144,6 +176,7 @@ def main():
             timeout=dict(type="float", default=60),
             poll_interval=dict(type="float", default=0.25),
             nvidia_smi_path=dict(type="path"),
+            stop_unit=dict(type="str"),
         ),
         supports_check_mode=True,
     )
@@ -158,6 +191,7 @@ def main():
     if not binary or not os.path.exists(binary):
         module.fail_json(msg="no NVIDIA driver found on this host (nvidia-smi not in PATH)", elapsed=0.0)
     wanted = set(p["pids"])
+    stopped = stop_unit(module, p["stop_unit"]) if p["stop_unit"] else False
 
     def observe():
         apps, used, port_holders = _snapshot(module, binary, wanted, p["port"])
@@ -171,7 +205,7 @@ def main():
     timeout = 0.0 if module.check_mode else p["timeout"]
     ok, seen, elapsed = poll_until(observe, released, timeout, p["poll_interval"], clock=time.monotonic,
                                    sleep=time.sleep)
-    result = dict(changed=False, released=ok, elapsed=round(elapsed, 3), **seen)
+    result = dict(changed=stopped, stopped=stopped, released=ok, elapsed=round(elapsed, 3), **seen)
     if ok or module.check_mode:
         module.exit_json(**result)
     who = ["PID %s (%s) holds %s MiB on GPU %s" % (a["pid"], a["process_name"], a["used_memory_mib"], a["gpu_bus_id"])

@@ -14,7 +14,8 @@ short_description: One sweep at a time per host - take, refresh or release the h
 description:
   - Runs on the target. The lock is a file (O(path), on C(/run), so it does not survive a reboot, nor need to) written
     with C(O_CREAT|O_EXCL), holding who took it (O(owner) - the controller, its process, the sweep) and until when
-    (a lease of O(lease) seconds, refreshed at every point).
+    (a lease of O(lease) seconds, refreshed at a sweep's points; the action plugin answers a refresh itself, without
+    reaching the host, while more than half of the lease is left).
   - V(acquired) takes the lock, or refreshes it when O(owner) already holds it; when another owner holds a lease
     that has not expired it fails naming that owner and since when, unless O(steal=true) (the action plugin of
     the same name sets it when it can tell the holder is gone). V(released) removes the lock if O(owner) holds it.
@@ -71,6 +72,10 @@ held_by:
 busy:
   description: Another owner holds an unexpired lease.
   returned: always
+  type: bool
+refreshed:
+  description: C(false) when the action plugin answered a refresh itself (more than half of the lease left).
+  returned: when the refresh did not reach the host
   type: bool
 """
 

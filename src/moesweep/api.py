@@ -216,7 +216,6 @@ PHASES = (
     ("Plan the launch and check it", "preflight"),
     ("Skip a point that already passed", "resume"),
     ("Render the environment file", "configure"),
-    ("Render the systemd unit", "configure"),
     ("Stop the old server", "restart"),
     ("Wait until no process holds a GPU", "restart"),
     ("Start the server and wait", "readiness"),

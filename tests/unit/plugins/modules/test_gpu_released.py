@@ -63,12 +63,16 @@ def test_listeners_names_the_owner(tmp_path):
     assert ports.listeners(37915, proc_root=str(proc))[0]["pid"] is None
 
 
-def run_module(args, answers):
-    """answers: list of (compute-apps csv, query-gpu csv) per poll."""
+def run_module(args, answers, systemctl=None):
+    """answers: list of (compute-apps csv, query-gpu csv) per poll; systemctl: a list that records the systemctl
+    calls, its first item the unit's ActiveState."""
     seq = iter(answers)
     state = {}
 
     def run_command(self, argv, **kw):
+        if argv[0].endswith("systemctl"):
+            systemctl.append(argv[1:])
+            return 0, f"ActiveState={systemctl[0]}\n" if argv[1] == "show" else "", ""
         if argv[1].startswith("--query-compute-apps"):
             state["cur"] = next(seq)
             return 0, state["cur"][0], ""
@@ -76,7 +80,7 @@ def run_module(args, answers):
 
     with patch_module_args(args), \
             mock.patch.object(basic.AnsibleModule, "run_command", run_command), \
-            mock.patch.object(basic.AnsibleModule, "get_bin_path", lambda *a, **k: "/usr/bin/nvidia-smi"), \
+            mock.patch.object(basic.AnsibleModule, "get_bin_path", lambda self, name, *a, **k: "/usr/bin/" + name), \
             mock.patch("os.path.exists", return_value=True), \
             mock.patch.object(gpu_released.time, "sleep", lambda s: None), \
             mock.patch.object(gpu_released.ports, "listeners", lambda port: []):
@@ -106,6 +110,30 @@ def test_check_mode_reports_once_without_waiting():
     with pytest.raises(ExitJson) as e:
         run_module({"timeout": 5, "_ansible_check_mode": True}, [(BUSY, "0, 21700\n")])
     assert e.value.args[0]["released"] is False and e.value.args[0]["changed"] is False
+
+
+def test_stop_unit_stops_a_running_unit_then_waits():
+    calls = ["active"]
+    with pytest.raises(ExitJson) as e:
+        run_module({"timeout": 5, "poll_interval": 0.01, "stop_unit": "sglang.service"},
+                   [(BUSY, "0, 21700\n"), (IDLE, "0, 3\n")], systemctl=calls)
+    r = e.value.args[0]
+    assert r["stopped"] is True and r["changed"] is True and r["released"] is True
+    assert calls[1:] == [["show", "sglang.service", "-p", "ActiveState"], ["stop", "sglang.service"]]
+
+
+def test_stop_unit_leaves_a_stopped_unit_alone_and_check_mode_stops_nothing():
+    calls = ["failed"]
+    with pytest.raises(ExitJson) as e:
+        run_module({"timeout": 5, "stop_unit": "sglang.service"}, [(IDLE, "0, 3\n")], systemctl=calls)
+    assert e.value.args[0]["stopped"] is False and e.value.args[0]["changed"] is False
+    assert [c[0] for c in calls[1:]] == ["show"]
+    calls = ["active"]
+    with pytest.raises(ExitJson) as e:
+        run_module({"timeout": 5, "stop_unit": "sglang.service", "_ansible_check_mode": True}, [(BUSY, "0, 21700\n")],
+                   systemctl=calls)
+    assert e.value.args[0]["stopped"] is True and e.value.args[0]["changed"] is True
+    assert [c[0] for c in calls[1:]] == ["show"]
 
 
 @pytest.mark.parametrize("args,msg", [({"timeout": 0}, "timeout must be greater than 0"),

@@ -1,0 +1,296 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: moesweep contributors
+# Apache License 2.0 (see LICENSE)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: sglang_unit
+short_description: Install a server's systemd unit and its environment file, reload systemd when needed, read the unit's state
+version_added: "0.1.0"
+description:
+  - Runs on the target, one call per sweep point. Writes O(unit_content) to O(unit_path) (root, mode 0644) and
+    O(env_content) to O(env_path) (root, mode 0600, as it may carry C(HF_TOKEN) or the API key), each only when its
+    content, owner or mode differ, each atomically (a temporary file in the same directory, then a rename).
+  - With O(verify=true) a changed unit is first checked by C(systemd-analyze verify) under its real name; any output
+    (systemd reports unknown keys and bad values as warnings, with exit status 0) fails the task, and nothing is written.
+  - Runs C(systemctl daemon-reload) when the unit file changed or when systemd runs an older copy than the file on
+    disk (C(NeedDaemonReload=yes), left by a run that stopped between writing and reloading); enables or disables
+    the unit at boot when O(enabled) is given; then reads the unit's state with C(systemctl show).
+  - RV(config_changed) is the decision a restart hangs on, true when the unit or its environment file changed, or systemd
+    had not loaded the unit file on disk. Owner or mode repairs alone change no configuration.
+  - Replaces two C(ansible.builtin.template) tasks and two C(ansible.builtin.systemd_service) calls (each its own
+    SSH round trip) at every sweep point; the content is rendered on the controller by the caller
+    (C(lookup('ansible.builtin.template', ...))).
+options:
+  name:
+    description: The unit's name, for example C(sglang.service).
+    type: str
+    required: true
+  unit_path:
+    description: Where the unit file goes.
+    type: path
+    required: true
+  unit_content:
+    description: The unit file's content.
+    type: str
+    required: true
+  env_path:
+    description: Where the environment file goes. Required with O(env_content).
+    type: path
+  env_content:
+    description:
+      - The environment file's content. Never logged or shown in a diff. Omitted, the environment file is left alone.
+    type: str
+  verify:
+    description: Check a changed unit with C(systemd-analyze verify) before it replaces the old one.
+    type: bool
+    default: true
+  enabled:
+    description: Enable (V(true)) or disable (V(false)) the unit at boot. Omitted, left as it is.
+    type: bool
+author:
+  - moesweep contributors (!UNKNOWN)
+extends_documentation_fragment:
+  - moesweep.sweep.attributes
+  - moesweep.sweep.attributes.IDEMPOTENT
+attributes:
+  check_mode:
+    support: full
+    details: Reports what would change (and RV(config_changed)) from the files and systemd's state, writes and reloads nothing.
+  diff_mode:
+    support: full
+    details: The unit file's before and after; the environment file's content is never shown.
+  idempotent:
+    support: full
+    details: A second call with the same content changes nothing.
+  platform:
+    support: full
+    platforms: posix
+seealso:
+  - module: ansible.builtin.template
+  - module: ansible.builtin.systemd_service
+  - module: moesweep.sweep.sglang_ready
+"""
+
+EXAMPLES = r"""
+- name: Install the unit and its environment file, reload systemd when needed
+  moesweep.sweep.sglang_unit:
+    name: sglang.service
+    unit_path: /etc/systemd/system/sglang.service
+    unit_content: "{{ lookup('ansible.builtin.template', 'sglang.service.j2') }}"
+    env_path: /etc/sglang/sglang.env
+    env_content: "{{ lookup('ansible.builtin.template', 'sglang.env.j2') }}"
+    enabled: false
+  register: unit
+
+- name: Restart only when the configuration changed
+  ansible.builtin.debug:
+    msg: "restart needed: {{ unit.config_changed }}"
+"""
+
+RETURN = r"""
+config_changed:
+  description: The unit or the environment file changed, or systemd had not loaded the unit file on disk.
+  returned: always
+  type: bool
+  sample: true
+unit_changed:
+  description: The unit file's content changed (or it was created).
+  returned: always
+  type: bool
+env_changed:
+  description: The environment file's content changed (or it was created).
+  returned: always
+  type: bool
+reloaded:
+  description: C(systemctl daemon-reload) ran (in check mode, would run).
+  returned: always
+  type: bool
+stale:
+  description: Before the call, systemd ran an older copy of the unit than the file on disk (C(NeedDaemonReload=yes)).
+  returned: always
+  type: bool
+enabled:
+  description: Whether the unit is enabled at boot after the call (in check mode, would be).
+  returned: always
+  type: bool
+status:
+  description: C(systemctl show) of the unit after the call.
+  returned: always
+  type: dict
+  sample: {"ActiveState": "active", "SubState": "running", "NeedDaemonReload": "no", "UnitFileState": "disabled"}
+"""
+
+import os
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+
+STATUS_PROPS = ("ActiveState", "SubState", "LoadState", "NeedDaemonReload", "UnitFileState", "MainPID",
+                "InvocationID")
+# systemctl show UnitFileState values that start the unit at boot (a unit not loaded yet shows none: not enabled)
+ENABLED_STATES = ("enabled", "enabled-runtime")
+UNIT_MODE = 0o644
+ENV_MODE = 0o600
+
+
+def parse_show(text):
+    """``systemctl show -p A,B`` output -> {A: value}."""
+    out = {}
+    for line in (text or "").splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            out[key.strip()] = value.strip()
+    return out
+
+
+def file_state(path, content, mode):
+    """(content differs, owner or mode differ) of ``path`` against what it must be (root-owned, ``mode``)."""
+    try:
+        with open(path, "rb") as fh:
+            current = fh.read()
+        st = os.stat(path)
+    except (IOError, OSError):
+        return True, True
+    differs = current != content.encode("utf-8")
+    attrs = (st.st_mode & 0o7777) != mode or st.st_uid != 0 or st.st_gid != 0
+    return differs, attrs
+
+
+def read_text(path):
+    try:
+        with open(path) as fh:
+            return fh.read()
+    except (IOError, OSError):
+        return ""
+
+
+def write_atomic(path, content, mode):
+    """Write ``content`` to a temporary file beside ``path`` (root, ``mode``, fsynced), then rename it over."""
+    directory = os.path.dirname(path) or "."
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o755)
+    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=directory)
+    try:
+        os.fchmod(fd, mode)
+        os.fchown(fd, 0, 0)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(content.encode("utf-8"))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.rename(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def fix_attrs(path, mode):
+    os.chmod(path, mode)
+    os.chown(path, 0, 0)
+
+
+def verify_unit(module, name, content):
+    """(ok, output) of ``systemd-analyze verify`` on the candidate unit under its real name, from a private temporary
+    directory (systemd never sees it)."""
+    analyze = module.get_bin_path("systemd-analyze", required=True)
+    directory = tempfile.mkdtemp(prefix="moesweep-unit-", dir=module.tmpdir)
+    candidate = os.path.join(directory, name)
+    with open(candidate, "w") as fh:
+        fh.write(content)
+    try:
+        rc, out, err = module.run_command([analyze, "verify", "--man=no", "%s:%s" % (candidate, name)],
+                                          environ_update={"LC_ALL": "C"})
+    finally:
+        os.unlink(candidate)
+        os.rmdir(directory)
+    text = (out + err).replace(candidate, name).strip()
+    return rc == 0 and not text, text
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            name=dict(type="str", required=True),
+            unit_path=dict(type="path", required=True),
+            unit_content=dict(type="str", required=True),
+            env_path=dict(type="path"),
+            env_content=dict(type="str", no_log=True),
+            verify=dict(type="bool", default=True),
+            enabled=dict(type="bool"),
+        ),
+        required_together=[("env_path", "env_content")],
+        supports_check_mode=True,
+    )
+    p = module.params
+    systemctl = module.get_bin_path("systemctl", required=True)
+
+    def show():
+        rc, out, err = module.run_command([systemctl, "show", p["name"], "-p", ",".join(STATUS_PROPS)],
+                                          environ_update={"LC_ALL": "C"})
+        if rc != 0:
+            module.fail_json(msg="systemctl show %s failed (rc %d): %s" % (p["name"], rc, (err or out).strip()))
+        return parse_show(out)
+
+    def run(*argv):
+        rc, out, err = module.run_command([systemctl] + list(argv), environ_update={"LC_ALL": "C"})
+        if rc != 0:
+            module.fail_json(msg="systemctl %s failed (rc %d): %s" % (" ".join(argv), rc, (err or out).strip()))
+
+    unit_changed, unit_attrs = file_state(p["unit_path"], p["unit_content"], UNIT_MODE)
+    env_changed = env_attrs = False
+    if p["env_content"] is not None:
+        env_changed, env_attrs = file_state(p["env_path"], p["env_content"], ENV_MODE)
+    before = show()
+    stale = before.get("NeedDaemonReload") == "yes"
+    diff = {"before_header": p["unit_path"], "after_header": p["unit_path"],
+            "before": read_text(p["unit_path"]) if unit_changed else "",
+            "after": p["unit_content"] if unit_changed else ""}
+
+    if unit_changed and p["verify"]:
+        ok, text = verify_unit(module, p["name"], p["unit_content"])
+        if not ok:
+            module.fail_json(msg="the rendered unit %s does not pass systemd-analyze verify, nothing was written: %s"
+                             % (p["name"], text or "(it failed without saying why)"),
+                             verify_output=text, config_changed=False, unit_changed=False, env_changed=False,
+                             reloaded=False, stale=stale, enabled=None, status=before)
+
+    reloaded = unit_changed or stale
+    if not module.check_mode:
+        # the environment file first: a unit that names it never starts against a missing one
+        if env_changed:
+            write_atomic(p["env_path"], p["env_content"], ENV_MODE)
+        elif env_attrs:
+            fix_attrs(p["env_path"], ENV_MODE)
+        if unit_changed:
+            write_atomic(p["unit_path"], p["unit_content"], UNIT_MODE)
+        elif unit_attrs:
+            fix_attrs(p["unit_path"], UNIT_MODE)
+        if reloaded:
+            run("daemon-reload")
+
+    after = before if module.check_mode else show()
+    is_enabled = after.get("UnitFileState", "") in ENABLED_STATES
+    enabled_changed = p["enabled"] is not None and is_enabled != p["enabled"]
+    if enabled_changed:
+        is_enabled = p["enabled"]
+        if not module.check_mode:
+            run("enable" if p["enabled"] else "disable", p["name"])
+            after = show()
+            is_enabled = after.get("UnitFileState", "") in ENABLED_STATES
+
+    changed = unit_changed or env_changed or unit_attrs or env_attrs or reloaded or enabled_changed
+    result = dict(changed=changed, config_changed=unit_changed or env_changed or stale, unit_changed=unit_changed,
+                  env_changed=env_changed, reloaded=reloaded, stale=stale, enabled=is_enabled, status=after)
+    if module._diff and unit_changed:
+        result["diff"] = diff
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""sglang_unit: the unit and its environment file written only when they differ, verified before they replace the
+old ones, systemd reloaded when the unit changed or systemd runs an older copy, check mode writing nothing."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+# isort: split
+from ansible_collections.moesweep.sweep.plugins.modules import sglang_unit
+
+UNIT = "[Unit]\nDescription=SGLang server (triton)\n\n[Service]\nType=exec\nExecStart=/bin/true\n"
+ENV = 'HF_TOKEN="hf_secret"\nNCCL_P2P_DISABLE="1"\n'
+
+
+class Systemd:
+    """systemctl / systemd-analyze as run_command sees them: the calls made, the unit's show state."""
+
+    def __init__(self, need_reload="no", unit_file_state="disabled", verify_output=""):
+        self.calls = []
+        self.props = {"ActiveState": "active", "SubState": "running", "LoadState": "loaded",
+                      "NeedDaemonReload": need_reload, "UnitFileState": unit_file_state, "MainPID": "4242",
+                      "InvocationID": "5c1bd2f6a9e04e8e9a0f6c1d7b3e2a10"}
+        self.verify_output = verify_output
+        self.verified = None
+
+    def __call__(self, argv, environ_update=None, **_kw):
+        self.calls.append(argv[1:])  # systemctl VERB ... / systemd-analyze verify ...
+        if argv[0].endswith("systemd-analyze"):
+            path = argv[-1].rsplit(":", 1)[0]
+            with open(path) as fh:
+                self.verified = fh.read()
+            return 0, "", self.verify_output  # it exits 0 on warnings
+        if argv[1] == "show":
+            return 0, "".join(f"{k}={v}\n" for k, v in self.props.items()), ""
+        if argv[1] == "daemon-reload":
+            self.props["NeedDaemonReload"] = "no"
+        elif argv[1] in ("enable", "disable"):
+            self.props["UnitFileState"] = "enabled" if argv[1] == "enable" else "disabled"
+        return 0, "", ""
+
+    def verbs(self):
+        return [c[0] for c in self.calls]
+
+
+@pytest.fixture
+def systemd(monkeypatch):
+    box = {}
+
+    def make(**kw):
+        box["s"] = Systemd(**kw)
+        monkeypatch.setattr(sglang_unit.AnsibleModule, "run_command", lambda self, argv, **k: box["s"](argv, **k))
+        monkeypatch.setattr(sglang_unit.AnsibleModule, "get_bin_path",
+                            lambda self, name, required=False, opt_dirs=None: "/usr/bin/" + name)
+        return box["s"]
+
+    return make
+
+
+def args(tmp_path, **kw):
+    out = {"name": "sglang.service", "unit_path": str(tmp_path / "system" / "sglang.service"),
+           "unit_content": UNIT, "env_path": str(tmp_path / "etc" / "sglang.env"), "env_content": ENV,
+           "enabled": False, "_ansible_tmpdir": str(tmp_path)}
+    out.update(kw)
+    return out
+
+
+def test_first_call_writes_both_files_verifies_and_reloads(run_module, systemd, tmp_path):
+    s = systemd(unit_file_state="")
+    kind, res = run_module(sglang_unit, args(tmp_path))
+    assert kind == "exit", res
+    assert res["changed"] and res["config_changed"] and res["unit_changed"] and res["env_changed"]
+    assert res["reloaded"] and not res["stale"] and res["enabled"] is False
+    assert (tmp_path / "system" / "sglang.service").read_text() == UNIT
+    assert (tmp_path / "etc" / "sglang.env").read_text() == ENV
+    assert os.stat(tmp_path / "etc" / "sglang.env").st_mode & 0o7777 == 0o600
+    assert os.stat(tmp_path / "system" / "sglang.service").st_mode & 0o7777 == 0o644
+    assert s.verified == UNIT
+    assert s.verbs()[:2] == ["show", "verify"] and "daemon-reload" in s.verbs()
+    # a unit systemd has not loaded is not enabled: nothing to disable
+    assert "disable" not in s.verbs()
+    assert "hf_secret" not in repr(res)
+    # no temporary file is left beside the unit, in the environment's directory or in the module's tmpdir
+    assert sorted(os.listdir(tmp_path / "system")) == ["sglang.service"]
+    assert sorted(os.listdir(tmp_path / "etc")) == ["sglang.env"]
+
+
+def test_second_call_changes_nothing(run_module, systemd, tmp_path):
+    systemd()
+    run_module(sglang_unit, args(tmp_path))
+    s = systemd()
+    kind, res = run_module(sglang_unit, args(tmp_path))
+    assert kind == "exit"
+    assert not res["changed"] and not res["config_changed"] and not res["reloaded"]
+    assert s.verbs() == ["show", "show"]  # no verify, no reload, no enable
+
+
+def test_environment_change_alone_restarts_without_reload(run_module, systemd, tmp_path):
+    systemd()
+    run_module(sglang_unit, args(tmp_path))
+    s = systemd()
+    kind, res = run_module(sglang_unit, args(tmp_path, env_content=ENV + 'SGLANG_API_KEY="k"\n'))
+    assert res["config_changed"] and res["env_changed"] and not res["unit_changed"] and not res["reloaded"]
+    assert "daemon-reload" not in s.verbs() and "verify" not in s.verbs()
+
+
+def test_stale_unit_is_reloaded_and_counts_as_changed(run_module, systemd, tmp_path):
+    """A run that stopped between writing the unit and reloading systemd: the file is current, systemd's copy not."""
+    systemd()
+    run_module(sglang_unit, args(tmp_path))
+    s = systemd(need_reload="yes")
+    kind, res = run_module(sglang_unit, args(tmp_path))
+    assert res["stale"] and res["config_changed"] and res["reloaded"] and not res["unit_changed"]
+    assert "daemon-reload" in s.verbs() and res["status"]["NeedDaemonReload"] == "no"
+
+
+def test_mode_repair_alone_is_no_configuration_change(run_module, systemd, tmp_path):
+    systemd()
+    run_module(sglang_unit, args(tmp_path))
+    os.chmod(tmp_path / "etc" / "sglang.env", 0o644)
+    systemd()
+    kind, res = run_module(sglang_unit, args(tmp_path))
+    assert res["changed"] and not res["config_changed"]
+    assert os.stat(tmp_path / "etc" / "sglang.env").st_mode & 0o7777 == 0o600
+
+
+def test_verify_failure_writes_nothing(run_module, systemd, tmp_path):
+    # systemd-analyze's own words for an unknown key, exit status 0 (recorded: systemd 252.39-1~deb12u2, Debian 12)
+    s = systemd(verify_output="/tmp/systemd-analyze-EkVxtm/sglang.service:6: Unknown key 'ExecStar' in section "
+                              "[Service], ignoring.\n")
+    kind, res = run_module(sglang_unit, args(tmp_path, unit_content=UNIT.replace("ExecStart", "ExecStar")))
+    assert kind == "fail"
+    assert "does not pass systemd-analyze verify" in res["msg"] and "nothing was written" in res["msg"]
+    assert "sglang.service:6: Unknown key 'ExecStar' in section [Service]" in res["verify_output"]
+    assert not (tmp_path / "system" / "sglang.service").exists() and not (tmp_path / "etc" / "sglang.env").exists()
+    assert "daemon-reload" not in s.verbs()
+
+
+def test_check_mode_reports_and_writes_nothing(run_module, systemd, tmp_path):
+    s = systemd(unit_file_state="")
+    kind, res = run_module(sglang_unit, args(tmp_path, _ansible_check_mode=True, _ansible_diff=True))
+    assert kind == "exit"
+    assert res["changed"] and res["config_changed"] and res["reloaded"]
+    assert not (tmp_path / "system").exists() and not (tmp_path / "etc").exists()
+    assert s.verbs() == ["show", "verify"]
+    assert res["diff"]["after"] == UNIT and res["diff"]["before"] == ""
+    assert "hf_secret" not in repr(res)
+
+
+def test_enable_at_boot(run_module, systemd, tmp_path):
+    s = systemd()
+    kind, res = run_module(sglang_unit, args(tmp_path, enabled=True))
+    assert res["enabled"] is True and "enable" in s.verbs()
+    s = systemd(unit_file_state="enabled")
+    kind, res = run_module(sglang_unit, args(tmp_path, enabled=True))
+    assert not res["changed"] and "enable" not in s.verbs()
+
+
+def test_env_path_without_content_is_refused(run_module, systemd, tmp_path):
+    systemd()
+    a = args(tmp_path)
+    del a["env_content"]
+    kind, res = run_module(sglang_unit, a)
+    assert kind == "fail" and "env_content" in res["msg"]
