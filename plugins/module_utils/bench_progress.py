@@ -23,6 +23,8 @@ PROGRESS_FILE = "progress.json"
 SEEN_SUFFIX = ".seen"  # the last version sglang_bench_wait returned
 LOCK_FILE = "bench.lock"  # held by the running benchmark; holds its pid
 STOP_FILE = "stop"  # asks the running benchmark to stop after the level that runs (sglang_bench_wait writes it)
+GO_FILE = "go"  # releases a gated benchmark (sglang_bench_wait writes it once it sees the job's progress)
+GATE_POLL_S = 0.05
 
 STATES = ("pending", "running", "done", "failed", "reused")
 # The figures a progress line shows; the full figures are in the module's result and the record.
@@ -170,3 +172,18 @@ def hold(path, kill, sleep, wait_s=10.0):
     fh.write("%d\n" % os.getpid())
     fh.flush()
     return fh, stopped
+
+
+def wait_gate(output_dir, timeout, clock, sleep):
+    """A gated benchmark's wait before its first request: ``"go"`` (the go file), ``"stop"`` (the stop file: asked
+    to stop, or its smoke check failed) or ``"timeout"``."""
+    go, stop = os.path.join(output_dir, GO_FILE), os.path.join(output_dir, STOP_FILE)
+    deadline = clock() + timeout
+    while True:
+        if os.path.exists(stop):
+            return "stop"
+        if os.path.exists(go):
+            return "go"
+        if clock() >= deadline:
+            return "timeout"
+        sleep(GATE_POLL_S)

@@ -137,6 +137,20 @@ options:
     description: Run levels again even when their output files are present.
     type: bool
     default: false
+  gated:
+    description:
+      - Prepare everything (the client's imports, the server checks, the sampler's first sample), then wait for a
+        C(go) file in O(output_dir) before the first request. M(moesweep.sweep.sglang_bench_wait) with O(moesweep.sweep.sglang_bench_wait#module:go=true)
+        writes it once it sees this job's progress. A C(stop) file instead, or O(gate_timeout) seconds without either,
+        ends the job without a request.
+      - The sglang_bench role starts the job gated before its smoke check, so that the preparation overlaps the smoke
+        check and no request is sent before the smoke check passed.
+    type: bool
+    default: false
+  gate_timeout:
+    description: Seconds a gated job waits for its C(go) file. Must be greater than 0.
+    type: float
+    default: 600
   telemetry:
     description: Sample GPU telemetry during the levels.
     type: bool
@@ -237,7 +251,7 @@ model:
   returned: always
   type: str
 overhead_s_per_level:
-  description: This module's wall time minus bench_serving's own durations, per level run.
+  description: This module's wall time, less the time it waited at its gate (RV(gated_s)), minus bench_serving's own durations, per level run.
   returned: always
   type: float
   sample: 0.8
@@ -247,6 +261,10 @@ crash:
   type: dict
 elapsed:
   description: Seconds the module ran.
+  returned: always
+  type: float
+gated_s:
+  description: Seconds a gated job (O(gated=true)) waited for its C(go) file, ready to send its first request.
   returned: always
   type: float
 moesweep_stop:
@@ -431,6 +449,7 @@ def stop_driver(proc):
 
 
 STOPPED_ERROR = "not run: the sweep was asked to stop after the level before"
+STOPPED_BEFORE_ERROR = "not run: the sweep was asked to stop before the benchmark began"
 
 
 def stop_process_tree(pid):
@@ -469,8 +488,8 @@ def passed_levels(output_dir, levels):
 def run_levels(module, p, plan_levels, env, driver=None, on_level=None):
     """Run the driver over the levels (``driver``: one started gated, still waiting for its plan); a level that
     outlasts level_timeout stops the driver, is recorded as timed out, and a new driver runs the next levels.
-    Returns ({concurrency: {t_start, t_end, rc, error}}, the driver that said it is done and is left to exit on
-    its own, for the caller to reap, or None). ``on_level(concurrency, event)`` is told of each level's start
+    Returns ({concurrency: {t_start, t_end, rc, error}}, the driver that said it is done, for the
+    caller to stop once it took the sampler's last sample, or None). ``on_level(concurrency, event)`` is told of each level's start
     and end as they happen. When asked to stop (the output directory's stop file) the driver is stopped after
     the level that ends, and the levels left are recorded as not run."""
     on_level = on_level or (lambda concurrency, event: None)
@@ -520,12 +539,13 @@ def run_levels(module, p, plan_levels, env, driver=None, on_level=None):
                             proc.wait()
                             for lv in pending:
                                 outcomes[lv["concurrency"]] = {"rc": None, "t_start": None, "t_end": None,
-                                                               "stopped": True, "error": STOPPED_ERROR}
+                                                               "stopped": True, "not_run": True,
+                                                               "error": STOPPED_ERROR}
                             return outcomes, None
                     elif event.get("event") == "done":
                         done = True
             if done:
-                break  # every level ran: the interpreter's exit overlaps the sampler's last sample (main)
+                break  # every level ran: the caller takes the sampler's last sample, then stops the driver
             if current is not None and time.monotonic() - level_started > p["level_timeout"]:
                 proc.kill()
                 timed_out = True
@@ -586,6 +606,8 @@ def main():
             level_timeout=dict(type="float", default=3600.0),
             output_dir=dict(type="path", required=True),
             rerun=dict(type="bool", default=False),
+            gated=dict(type="bool", default=False),
+            gate_timeout=dict(type="float", default=600.0),
             telemetry=dict(type="bool", default=True),
             telemetry_interval_ms=dict(type="int", default=250),
             nvidia_smi_path=dict(type="path"),
@@ -597,7 +619,7 @@ def main():
     p = module.params
     started = time.monotonic()
     empty = dict(state="error", levels=[], tokenizer={}, sampler={}, model=None, overhead_s_per_level=None,
-                 crash={}, elapsed=0.0)
+                 crash={}, elapsed=0.0, gated_s=0.0)
 
     driver = None  # started before the server checks: stopped when the module fails before it runs
 
@@ -613,8 +635,10 @@ def main():
         bs.check_lengths(p["input_len"], p["output_len"], p["range_ratio"])
     except bs.BenchInputError as exc:
         fail("sglang_bench: %s" % exc)
-    if p["level_timeout"] <= 0 or p["telemetry_interval_ms"] <= 0 or p["warmup_requests"] < 0:
-        fail("sglang_bench: level_timeout and telemetry_interval_ms must be > 0 and warmup_requests >= 0")
+    if (p["level_timeout"] <= 0 or p["telemetry_interval_ms"] <= 0 or p["warmup_requests"] < 0
+            or p["gate_timeout"] <= 0):
+        fail("sglang_bench: level_timeout, gate_timeout and telemetry_interval_ms must be > 0 and warmup_requests "
+             ">= 0")
     try:
         diagnosis.check_thresholds(p["diagnosis_thresholds"])
     except ValueError as exc:
@@ -650,10 +674,11 @@ def main():
         fail("sglang_bench: %s: stop it, or choose another output_dir" % exc)
     reused = {} if p["rerun"] else passed_levels(p["output_dir"], levels)
     progress_path = os.path.join(p["output_dir"], bench_progress.PROGRESS_FILE)
-    try:
-        os.unlink(os.path.join(p["output_dir"], bench_progress.STOP_FILE))  # a request to an earlier run
-    except OSError:
-        pass
+    for name in (bench_progress.STOP_FILE, bench_progress.GO_FILE):
+        try:
+            os.unlink(os.path.join(p["output_dir"], name))  # a request to an earlier run (before its progress below)
+        except OSError:
+            pass
     progress = [bench_progress.new(levels, reused, os.getpid(), time.time())]
 
     def publish():
@@ -707,6 +732,8 @@ def main():
     all_csv = os.path.join(p["output_dir"], "telemetry.csv")
     settle = max(0.5, 2 * p["telemetry_interval_ms"] / 1000.0)  # two sampling intervals
     exiting = None
+    gated_s = 0.0
+    last_end = [None]  # when the last level that ran ended (the driver's time stamp)
     try:
         if todo and p["telemetry"]:
             sampler, sampler_info = start_sampler(module, p, all_csv)
@@ -726,19 +753,31 @@ def main():
                 record = bs.last_json_line(_read(lv["files"]["jsonl"]))
             parsed = bs.parse_result(record, lv["num_prompts"]) if record is not None and lv else {}
             ok = bool(parsed.get("ok")) and not event.get("error")
+            last_end[0] = event.get("t") or last_end[0]
             tell(concurrency, "done" if ok else "failed", t_end=event.get("t"), ok=ok,
                  figures=bench_progress.brief(parsed.get("figures")), error=event.get("error"))
 
-        outcomes, exiting = run_levels(module, p, todo, env, driver, on_level) if todo else ({}, None)
+        gate = "go"
+        if todo and p["gated"]:
+            gate_started = time.monotonic()
+            gate = bench_progress.wait_gate(p["output_dir"], p["gate_timeout"], time.monotonic, time.sleep)
+            gated_s = time.monotonic() - gate_started
+            t_begin = time.time()
+        if gate == "go":
+            outcomes, exiting = run_levels(module, p, todo, env, driver, on_level) if todo else ({}, None)
+        else:
+            error = (STOPPED_BEFORE_ERROR if gate == "stop" else
+                     "not run: nothing released the benchmark within gate_timeout (%.0f s): the smoke check did not "
+                     "pass, or the controller went away" % p["gate_timeout"])
+            outcomes = dict((lv["concurrency"], {"rc": None, "t_start": None, "t_end": None, "not_run": True,
+                                                 "stopped": gate == "stop", "error": error}) for lv in todo)
     finally:
         if sampler:
-            sample_after(all_csv, time.time(), settle, fields)  # a sample after the last response
+            # a sample after the last response (often there already: the driver says it is done after that)
+            sample_after(all_csv, last_end[0] or time.time(), settle, fields)
             sampler.stop()
-        if exiting is not None:
-            try:
-                exiting.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                stop_driver(exiting)
+        # the driver said it is done: every level's files are closed, and its interpreter's exit is not waited for
+        stop_driver(exiting)
         stop_driver(driver)
     rows = []
     if sampler and os.path.isfile(all_csv):
@@ -793,6 +832,8 @@ def main():
             level["telemetry"], level["diagnosis"] = None, diagnosis.diagnose(None, p["diagnosis_thresholds"])
         _write_json(files["summary"], level)
         results[c] = level
+        if outcome.get("not_run"):
+            continue  # stopped or cancelled before it began: it stays pending in the progress document
         tell(c, "done" if level["ok"] else "failed", write=False, ok=level["ok"],
              figures=bench_progress.brief(level["figures"]), t_end=outcome.get("t_end"))
 
@@ -801,7 +842,7 @@ def main():
     ordered = [results[c] for c, _n in levels]
     run_now = [lv for lv in ordered if not lv.get("reused")]
     wall = time.monotonic() - started
-    overhead = bs.overhead_per_level(wall, [lv["figures"].get("duration") for lv in run_now]) if run_now else 0.0
+    overhead = bs.overhead_per_level(wall - gated_s, [lv["figures"].get("duration") for lv in run_now]) if run_now else 0.0
     crash = {}
     state = "ok"
     if any((lv.get("diagnosis") or {}).get("invalid") for lv in ordered):
@@ -828,7 +869,8 @@ def main():
     result = dict(changed=bool(run_now), state=state, levels=ordered, tokenizer={"path": tok, "found_in": how},
                   sampler={"kind": sampler.kind if sampler else None, "argv": sampler.argv if sampler else None,
                            "probe": sampler_info},
-                  model=model, overhead_s_per_level=overhead, crash=crash, elapsed=round(wall, 3), msg=msg,
+                  model=model, overhead_s_per_level=overhead, crash=crash, elapsed=round(wall, 3),
+                  gated_s=round(gated_s, 3), msg=msg,
                   stopped_run=stopped, progress_file=progress_path)
     if state == "stopped":
         result["moesweep_stop"] = True  # the sweep records the point as interrupted

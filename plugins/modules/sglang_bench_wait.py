@@ -41,7 +41,16 @@ options:
     type: float
     default: 30
   stop:
-    description: Ask the benchmark to stop after the level that runs.
+    description:
+      - Ask the benchmark to stop after the level that runs; a gated job (O(moesweep.sweep.sglang_bench#module:gated))
+        that waits at its gate ends without a request.
+    type: bool
+    default: false
+  go:
+    description:
+      - Release a gated job (O(moesweep.sweep.sglang_bench#module:gated)) - a C(go) file in O(output_dir), written
+        once the job's own progress document is there (the job clears an earlier run's files before it writes that,
+        so the release is never lost to that cleanup). Harmless for a job that is not gated.
     type: bool
     default: false
   stop_file:
@@ -152,6 +161,14 @@ def alive(pid):
     return True
 
 
+def release(output_dir):
+    """The go file of a gated job (written once; it stays for the job's life)."""
+    path = os.path.join(output_dir, bench_progress.GO_FILE)
+    if not os.path.exists(path):
+        with open(path, "w") as fh:
+            fh.write("released at %.3f\n" % time.time())
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -159,6 +176,7 @@ def main():
             output_dir=dict(type="path", required=True),
             wait=dict(type="float", default=30.0),
             stop=dict(type="bool", default=False),
+            go=dict(type="bool", default=False),
             stop_file=dict(type="path"),
         ),
         supports_check_mode=True,
@@ -194,6 +212,11 @@ def main():
         mine = bench_progress.parse(_read(progress_path))
         if bench_progress.of_job(mine, job_started):
             doc = mine
+            if p["go"] and not module.check_mode and not asked:
+                try:
+                    release(p["output_dir"])
+                except (IOError, OSError) as exc:
+                    fail("cannot release the benchmark (%s)" % exc, finished=False, progress=doc)
         if final is not None:
             if not module.check_mode:
                 try:

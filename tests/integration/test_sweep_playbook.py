@@ -230,3 +230,24 @@ def test_an_inventory_without_gpu_hosts_is_refused(bench_cluster, settings, tmp_
     proc = run_ansible("ansible-playbook", "-i", str(inv), "sweep.yml", "-e", "backend=triton", check=False)
     words = " ".join(proc.stdout.split())
     assert proc.returncode != 0 and "No host of the group gpu_hosts is targeted" in words, words[-1500:]
+
+
+def test_garbage_output_cancels_the_benchmark_that_waited_for_the_smoke_check(bench_cluster, settings):
+    """The benchmark job starts before the smoke check, gated (roles/sglang_bench): a smoke check that fails
+    cancels it at its gate, so no benchmark request reaches a server that talks garbage."""
+    env = json.dumps({"sglang_server_extra_environment": dict(SIM_FAST, MOESWEEP_SIM_FAULT="garbage")})
+    proc = playbook(bench_cluster, settings, "-e", "backend=triton", "-e", env)
+    assert proc.returncode != 0
+    rec = [r for r in records(settings[1]) if r["point"] == "triton"][-1]
+    assert rec["status"] == "bad_output", (rec["status"], rec["failed_msg"])
+    assert rec["smoke"]["answers"] and rec["smoke"]["reasons"]
+    assert not (rec.get("benchmark") or {}).get("levels")
+    h = bench_cluster.names[0]
+    out_dir = f"/var/lib/moesweep/runs/{rec['sweep_id']}/triton/{rec['config_hash'][:12]}"
+    listing = bench_cluster.sh(h, f"ls {out_dir}").stdout.split()
+    assert "stop" in listing and "go" not in listing, listing  # cancelled at the gate, never released
+    assert not [f for f in listing if f.endswith((".bench.jsonl", ".log"))], listing  # no level began
+    progress = json.loads(bench_cluster.sh(h, f"cat {out_dir}/progress.json").stdout)
+    assert {lv["state"] for lv in progress["levels"]} == {"pending"}
+    left = bench_cluster.sh(h, "pgrep -af 'driver-pla[n]' || true").stdout  # [n]: not this shell's own line
+    assert "driver-plan" not in left, left

@@ -51,6 +51,19 @@ def test_a_job_that_finished_before_any_poll_saw_a_level_still_tells_every_level
     assert [(e.kind, e.detail["concurrency"]) for e in events] == [("level_started", 1), ("level", 1)]
 
 
+def test_levels_a_stopped_or_cancelled_job_never_began_are_not_told():
+    state = {"h1": "auto"}
+    ev = _poll("runner_on_ok", [_level(1, "done", ok=True), _level(4, "pending")], finished=True,
+               final_levels=[{"concurrency": 1, "ok": True}, {"concurrency": 4, "ok": False, "wall_s": None}])
+    assert [(e.kind, e.detail["concurrency"]) for e in api.events_from_runner(ev, state)] == [
+        ("level_started", 1), ("level", 1)]
+    # a job cancelled at its gate (its smoke check failed): no level at all
+    state = {"h1": "triton"}
+    ev = _poll("runner_on_ok", [_level(1, "pending"), _level(4, "pending")], finished=True,
+               final_levels=[{"concurrency": 1, "ok": False}, {"concurrency": 4, "ok": False}])
+    assert api.events_from_runner(ev, state) == []
+
+
 def test_each_point_tells_its_own_levels():
     state = {"h1": "triton"}
     api.events_from_runner(_poll("runner_retry", [_level(1, "done", ok=True)]), state)

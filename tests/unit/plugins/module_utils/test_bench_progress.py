@@ -114,3 +114,12 @@ def test_a_holder_that_does_not_stop_is_an_error(tmp_path):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_gated_benchmark_waits_for_go_and_a_stop_wins(tmp_path):
+    clock = iter(range(1000)).__next__  # one second per look
+    assert bp.wait_gate(str(tmp_path), 5, clock, lambda s: None) == "timeout"
+    (tmp_path / bp.GO_FILE).write_text("released\n")
+    assert bp.wait_gate(str(tmp_path), 5, clock, lambda s: None) == "go"
+    (tmp_path / bp.STOP_FILE).write_text("asked\n")
+    assert bp.wait_gate(str(tmp_path), 5, clock, lambda s: None) == "stop"

@@ -105,3 +105,20 @@ def test_a_stop_for_a_finished_job_asks_nothing(job):
     job.finish({"changed": True, "state": "ok", "levels": [], "msg": "ok"})
     kind, r = job(stop=True)
     assert kind == "exit" and r["finished"] and not (job.out / bp.STOP_FILE).exists()
+
+
+def test_go_releases_a_gated_job_only_once_its_own_progress_is_there(job):
+    job(go=True)  # no progress yet: the job may still be clearing an earlier run's files
+    assert not (job.out / bp.GO_FILE).exists()
+    job.progress(bp.new([(1, 4)], {}, pid=os.getpid(), started=job.started - 3600))  # an earlier run's
+    job(go=True)
+    assert not (job.out / bp.GO_FILE).exists()
+    job.progress(bp.new([(1, 4)], {}, pid=os.getpid(), started=job.started + 1))
+    kind, r = job(go=True)
+    assert kind == "exit" and (job.out / bp.GO_FILE).read_text().startswith("released at ")
+
+
+def test_a_stop_wins_over_go(job):
+    job.progress(bp.new([(1, 4)], {}, pid=os.getpid(), started=job.started + 1))
+    kind, r = job(go=True, stop=True)
+    assert r["stop_requested"] and (job.out / bp.STOP_FILE).exists() and not (job.out / bp.GO_FILE).exists()
