@@ -346,22 +346,24 @@ class Sampler:
 
 
 def sample_after(path, t_after, timeout, fields):
-    """Wait until the sampler's CSV holds a sample taken after ``t_after`` (or ``timeout`` seconds passed). Reads
-    only the file's tail; a tail without the header or cut mid-line parses to no rows, which just waits on."""
+    """Wait until the sampler's CSV holds a sample taken after ``t_after`` (or ``timeout`` seconds passed); it is
+    often there at the first look. Reads only the file's tail; a tail without the header or cut mid-line parses to
+    no rows, which just waits on."""
     deadline = time.time() + timeout
-    while time.time() < deadline:
-        time.sleep(0.05)
+    while True:
         try:
             with open(path, "rb") as fh:
                 fh.seek(0, os.SEEK_END)
                 fh.seek(max(0, fh.tell() - 4096))
                 tail = fh.read().decode("utf-8", "replace")
         except (IOError, OSError):
-            continue
-        rows = telemetry.parse_samples(tail, fields=fields)
+            tail = ""
+        rows = telemetry.parse_samples(tail, fields=fields) if tail else []
         if any(r.get("t") is not None and r["t"] > t_after for r in rows):
             return True
-    return False
+        if time.time() >= deadline:
+            return False
+        time.sleep(0.05)
 
 
 def start_sampler(module, p, out_csv):
