@@ -71,8 +71,8 @@ def overhead(wall: float, recs: list[dict], restores: list[dict]) -> dict:
             None, (point.get("readiness") or {}).get("invocation_id"))
         if restarted:
             own += own_time(point)[0]
-    # counted as overhead, yet bench_serving's own: each level's warmup request and its fixed 1 s pause before the
-    # main run (its level wall time in the client less its `duration`)
+    # counted as overhead, yet bench_serving's own: each level's time in the client outside its `duration` (its
+    # arguments and tokenizer, the warmup request, the fixed 1 s pause before the main run, its metrics and output)
     fixed = sum(float(lv.get("wall_s") or 0.0) - float((lv.get("figures") or {}).get("duration") or 0.0)
                 for r in recs for lv in (r.get("benchmark") or {}).get("levels") or [] if lv.get("wall_s"))
     return {"wall_s": round(wall, 1), "server_start_and_bench_s": round(own, 1),
@@ -165,7 +165,7 @@ def main() -> int:
               f"{over['server_start_and_bench_s']:.1f} s")
         print(f"  overhead per point:     {over['per_point_s']:7.2f} s (goal <= {OVERHEAD_GOAL:.0f} s); "
               "in each record: " + ", ".join(f"{p} {v:.2f} s" for p, v in over["per_point_in_record_s"].items()))
-        print(f"    of which bench_serving's own warmup and fixed pause before each main run: "
+        print(f"    of which inside bench_serving's levels, outside its durations (warmup, fixed 1 s pause, ...): "
               f"{over['bench_serving_fixed_per_point_s']:.2f} s per point")
         if profile is not None:
             where = figures["where_time_goes"]

@@ -31,15 +31,16 @@ REFRESH_WHEN_LEFT = 0.5
 
 
 def refresh_due(args, now):
-    """Whether a call must reach the host: anything but the refresh of a lock whose lease is more than half left."""
+    """Whether a call must reach the host: anything but the refresh of a lock whose lease (given, as sweep.yml
+    gives it) is more than half left."""
     owner = args.get("owner") or {}
-    if args.get("state", "acquired") != "acquired" or args.get("steal") or owner.get("expires") is None:
+    if args.get("state", "acquired") != "acquired" or args.get("steal") or None in (owner.get("expires"),
+                                                                                    args.get("lease")):
         return True
     try:
-        left, lease = float(owner["expires"]) - now, float(args.get("lease", 21600))
+        return float(owner["expires"]) - now <= float(args["lease"]) * REFRESH_WHEN_LEFT
     except (TypeError, ValueError):
         return True
-    return left <= lease * REFRESH_WHEN_LEFT
 
 
 class ActionModule(ActionBase):
@@ -62,7 +63,7 @@ class ActionModule(ActionBase):
         if not refresh_due(args, now):
             return {"changed": False, "busy": False, "held_by": owner, "refreshed": False,
                     "msg": "the lease has %.0f s left (more than half of %s s): not refreshed yet"
-                           % (float(owner["expires"]) - now, args.get("lease", 21600))}
+                           % (float(owner["expires"]) - now, args["lease"])}
         result = self._execute_module(module_name="moesweep.sweep.sweep_lock", module_args=args, task_vars=task_vars)
         held = result.get("held_by") or {}
         if (result.get("busy") and held.get("controller") == owner["controller"]

@@ -121,7 +121,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.moesweep.sweep.plugins.module_utils import nvidia_smi as smi
 from ansible_collections.moesweep.sweep.plugins.module_utils import ports
-from ansible_collections.moesweep.sweep.plugins.module_utils.readiness import poll_until
+from ansible_collections.moesweep.sweep.plugins.module_utils.readiness import parse_show, poll_until
 
 
 def _snapshot(module, binary, wanted_pids, port):
@@ -156,8 +156,7 @@ def stop_unit(module, unit):
     systemctl = module.get_bin_path("systemctl", required=True)
     env = {"LC_ALL": "C"}
     rc, out, err = module.run_command([systemctl, "show", unit, "-p", "ActiveState"], environ_update=env)
-    state = out.strip().partition("=")[2] if rc == 0 else ""
-    if state not in RUNNING_STATES:
+    if rc != 0 or parse_show(out).get("ActiveState") not in RUNNING_STATES:
         return False
     if not module.check_mode:
         rc, out, err = module.run_command([systemctl, "stop", unit], environ_update=env)

@@ -130,6 +130,7 @@ import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.moesweep.sweep.plugins.module_utils.readiness import parse_show
 
 STATUS_PROPS = ("ActiveState", "SubState", "LoadState", "NeedDaemonReload", "UnitFileState", "MainPID",
                 "InvocationID")
@@ -137,16 +138,6 @@ STATUS_PROPS = ("ActiveState", "SubState", "LoadState", "NeedDaemonReload", "Uni
 ENABLED_STATES = ("enabled", "enabled-runtime")
 UNIT_MODE = 0o644
 ENV_MODE = 0o600
-
-
-def parse_show(text):
-    """``systemctl show -p A,B`` output -> {A: value}."""
-    out = {}
-    for line in (text or "").splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            out[key.strip()] = value.strip()
-    return out
 
 
 def file_state(path, content, mode):
@@ -248,9 +239,7 @@ def main():
         env_changed, env_attrs = file_state(p["env_path"], p["env_content"], ENV_MODE)
     before = show()
     stale = before.get("NeedDaemonReload") == "yes"
-    diff = {"before_header": p["unit_path"], "after_header": p["unit_path"],
-            "before": read_text(p["unit_path"]) if unit_changed else "",
-            "after": p["unit_content"] if unit_changed else ""}
+    before_text = read_text(p["unit_path"]) if unit_changed and module._diff else None
 
     if unit_changed and p["verify"]:
         ok, text = verify_unit(module, p["name"], p["unit_content"])
@@ -287,8 +276,9 @@ def main():
     changed = unit_changed or env_changed or unit_attrs or env_attrs or reloaded or enabled_changed
     result = dict(changed=changed, config_changed=unit_changed or env_changed or stale, unit_changed=unit_changed,
                   env_changed=env_changed, reloaded=reloaded, stale=stale, enabled=is_enabled, status=after)
-    if module._diff and unit_changed:
-        result["diff"] = diff
+    if before_text is not None:
+        result["diff"] = {"before_header": p["unit_path"], "after_header": p["unit_path"], "before": before_text,
+                          "after": p["unit_content"]}
     module.exit_json(**result)
 
 

@@ -248,7 +248,7 @@ def level_events(host, state: dict, res: dict) -> list[Event]:
     final = {lv.get("concurrency"): lv for lv in res.get("levels") or []} if res.get("finished") else {}
     for entry in ((res.get("progress") or {}).get("levels") or []) or list(final.values()):
         c, st = entry.get("concurrency"), entry.get("state")
-        if st == "reused" or c is None or (st == "pending" and (c, "started") not in told):
+        if st in ("reused", "pending") or c is None:
             continue  # it did not run now: passed before, or never began (stopped or cancelled before it)
         if st in ("running", "done", "failed") and (c, "started") not in told:
             told.add((c, "started"))

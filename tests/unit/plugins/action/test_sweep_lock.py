@@ -23,4 +23,5 @@ def test_take_release_and_steal_always_reach_the_host():
     assert action.refresh_due({"owner": bare, "lease": 21600}, now=1000.0) is True
     assert action.refresh_due({"owner": OWNER, "state": "released"}, now=1000.0) is True
     assert action.refresh_due({"owner": OWNER, "steal": True}, now=1000.0) is True
-    assert action.refresh_due({"owner": dict(OWNER, expires="soon")}, now=1000.0) is True
+    assert action.refresh_due({"owner": dict(OWNER, expires="soon"), "lease": 21600}, now=1000.0) is True
+    assert action.refresh_due({"owner": OWNER}, now=1000.0) is True  # no lease given: the module's own default
