@@ -18,6 +18,7 @@ ARGUMENT_SPEC = dict(
     sweep_id=dict(type="str"),
     rerun=dict(type="bool", default=False),
     spread=dict(type="raw", default=False),
+    force=dict(type="bool", default=False),
     hosts=dict(type="list", elements="str", default=[]),
     host=dict(type="str"),
     host_inputs=dict(type="dict", default={}),
@@ -74,22 +75,27 @@ def plan(args):
         raise records.PlanError("spread=%s deals points to hosts one by one, but %s is a node of group %s, which "
                                 "serves one server from %s together: sweep a node group without spread"
                                 % (args["spread"], args.get("host"), roles["group"], ", ".join(roles["members"])))
+    facts = args.get("gpu_facts") or {}
+    if roles:
+        # every rank of a node group must get the same points: judge them on the recording host's facts
+        facts = ((args.get("host_inputs") or {}).get(roles["record_host"]) or {}).get("gpu_facts") or facts
+
+    def accepts(choice):
+        result, failed = preflight.run_preflight({
+            "backend": choice, "flags": args.get("flags") or {}, "backends": overlays,
+            "extra_flags": args.get("extra_flags") or {}, "sglang_version": version,
+            "provenance": args.get("provenance") or {}, "environment": args.get("environment") or {},
+            "gpu_facts": facts, "kb_path": args.get("kb_path")})
+        return not failed and result.get("verdict") in ("supported", "caveat"), result.get("verdict") or "refused"
+
     if points == "compatible":
         accepted, refused = [], []
-        facts = args.get("gpu_facts") or {}
-        if roles:
-            # every rank of a node group must get the same points: judge them on the recording host's facts
-            facts = ((args.get("host_inputs") or {}).get(roles["record_host"]) or {}).get("gpu_facts") or facts
         for choice in schema_choices:
-            result, failed = preflight.run_preflight({
-                "backend": choice, "flags": args.get("flags") or {}, "backends": overlays,
-                "extra_flags": args.get("extra_flags") or {}, "sglang_version": version,
-                "provenance": args.get("provenance") or {}, "environment": args.get("environment") or {},
-                "gpu_facts": facts, "kb_path": args.get("kb_path")})
-            if failed or result.get("verdict") not in ("supported", "caveat"):
-                refused.append("%s (%s)" % (choice, result.get("verdict") or "refused"))
-            else:
+            ok, verdict = accepts(choice)
+            if ok:
                 accepted.append(choice)
+            else:
+                refused.append("%s (%s)" % (choice, verdict))
         if not accepted:
             raise records.PlanError("backends=compatible: the preflight accepts no --moe-runner-backend of sglang %s "
                                     "on this host (%s)" % (version, "; ".join(refused)))
@@ -100,7 +106,11 @@ def plan(args):
     sweep_id = args.get("sweep_id") or records.sweep_id_for(requested, hosts, args.get("bench_settings"))
     records.check_sweep_id(sweep_id)
     mine, group = spread(points, args)
-    return {"sweep_id": sweep_id, "results_dir": results_dir, "dir": os.path.join(results_dir, sweep_id),
+    # which of this host's points start a server when they run: a point ending before one of them stops its server
+    # at once (records.stop_early). force=true runs refused points too; a node group never stops early.
+    starts = [] if roles else [p for p in mine if args.get("force") or accepts(p)[0]]
+    return {"starts_server": starts,
+            "sweep_id": sweep_id, "results_dir": results_dir, "dir": os.path.join(results_dir, sweep_id),
             "stop_file": os.path.join(results_dir, sweep_id, records.STOP_FILE), "points": mine,
             "all_points": points, "spread": str(args["spread"]).lower(), "spread_group": group,
             "restore": args["restore"], "reference_concurrency": reference, "concurrency": list(concurrency),

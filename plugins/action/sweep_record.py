@@ -43,6 +43,7 @@ ARGUMENT_SPEC = dict(
     choice=dict(type="dict", default={}),
     record_host=dict(type="str"),
     nodes=dict(type="dict", default={}),
+    running_point=dict(type="str", default=""),
 )
 
 _COLLECTION_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -143,7 +144,10 @@ class ActionModule(ActionBase):
         if a["state"] == "restore_plan":
             choice = records.choose_restore(records.read_points(points_path), host, sweep.get("restore", "best"),
                                             sweep.get("reference_concurrency"), a["previous"], sweep.get("points"))
-            base.update(choice=choice, msg=choice["reason"])
+            first = records.restore_stops_first(choice, a["running_point"], a["nodes"] or sweep.get("nodes"))
+            base.update(choice=choice, stop_first=first, msg=choice["reason"] + (
+                "; the server of %s is stopped first (the restore starts another)" % a["running_point"]
+                if first else ""))
             return base
         ctx = {"sweep_id": sweep.get("sweep_id"), "host": host, "simulated": bool(task_vars.get("moesweep_simulated")),
                "known_secrets": known_secrets(task_vars, self._templar), "moesweep": moesweep_version()}
@@ -197,7 +201,10 @@ class ActionModule(ActionBase):
                    unit_sha256=unit.get("sha256"), artifacts=list(artifacts), nodes=a["nodes"])
         record = records.build_point_record(ctx)
         self._stop_if_unwritable(base, sweep)
-        base.update(moesweep_event="record", moesweep_record=record,
+        stop, stop_reason = records.stop_early(sweep, a["point"], records.read_points(points_path), host,
+                                               os.path.exists(stop_file), a["nodes"] or sweep.get("nodes"),
+                                               unit_present=bool(unit))
+        base.update(moesweep_event="record", moesweep_record=record, stop_server=stop, stop_reason=stop_reason,
                     artifacts={name: art.get("content") or "" for name, art in artifacts.items()},
                     msg="%s %s: %s%s" % (host, a["point"], record["status"],
                                          " (%s)" % record["cause"] if record.get("cause") else ""))

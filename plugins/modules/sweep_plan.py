@@ -68,6 +68,12 @@ options:
         group (every group runs every point).
     type: raw
     default: false
+  force:
+    description:
+      - The sweep runs points the preflight refuses (C(-e force=true)); they count among the points that start a
+        server (C(starts_server) of RV(moesweep_sweep)).
+    type: bool
+    default: false
   hosts:
     description: The hosts the play targets (part of the sweep id).
     type: list
@@ -174,8 +180,11 @@ moesweep_sweep:
       after the current step; moesweep.api creates it), C(points) (this host's points), C(all_points) (the sweep's
       points before any spread), C(spread), C(spread_group) (the hosts this host shares the points with),
       C(restore), C(reference_concurrency), C(concurrency) (the benchmark levels), C(rerun), C(sglang_version),
-      C(created) (when it was planned, ISO 8601) and C(nodes) (on a node of O(nodes_group) - C(group),
-      C(members), C(record_host), C(recorder), and C(error) when the group cannot serve; empty otherwise).
+      C(created) (when it was planned, ISO 8601), C(starts_server) (this host's points that start a server when
+      they run - the ones the preflight accepts, all of them with O(force); empty on a node group; a point that
+      ends before one of them stops its server at once, see M(moesweep.sweep.sweep_record)) and C(nodes) (on a
+      node of O(nodes_group) - C(group), C(members), C(record_host), C(recorder), and C(error) when the group
+      cannot serve; empty otherwise).
   returned: success
   type: dict
   sample: {"sweep_id": "sweep-3f2a9c1b0d4e", "points": ["flashinfer_cutlass", "triton"], "restore": "best"}

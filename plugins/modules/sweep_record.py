@@ -22,8 +22,13 @@ description:
     the sweep's C(rerun)).
   - O(state=point) builds the point's record (RV(moesweep_record), see docs/results.md) from what each stage
     returned or the task that failed, with secrets redacted, and returns it with its RV(artifacts).
-  - O(state=restore_plan) picks the configuration to leave the host on (RV(choice)); O(state=restore) records
-    that step with its readiness.
+    It also says whether the server is to be stopped at once (RV(stop_server)) - when the next point of this host
+    starts its own server anyway (the plan's C(starts_server), no passing record that resume could skip it for,
+    no request to stop, one host, a server unit on the host, a restore policy other than V(none)), its drain then
+    overlaps the next point's preflight and unit.
+  - O(state=restore_plan) picks the configuration to leave the host on (RV(choice)), and says whether the server
+    that runs now is to be stopped first (RV(stop_first) - the restore puts back another point than
+    O(running_point)); O(state=restore) records that step with its readiness.
 version_added: 0.1.0
 author:
   - moesweep contributors (!UNKNOWN)
@@ -136,6 +141,10 @@ options:
     description: The node group plan (M(moesweep.sweep.sglang_preflight)'s C(nodes)), kept in the record's C(nodes).
     type: dict
     default: {}
+  running_point:
+    description: For O(state=restore_plan) - the point whose unit the host has now (empty - none or unknown).
+    type: str
+    default: ""
 attributes:
   action:
     support: full
@@ -227,6 +236,21 @@ choice:
   description: For O(state=restore_plan) - C(action) (V(point), V(previous), V(none)), C(point), C(reason).
   returned: when state is restore_plan
   type: dict
+stop_server:
+  description: For O(state=point) - stop the server now, without waiting; the next point of this host starts its own.
+  returned: when state is point
+  type: bool
+  sample: true
+stop_reason:
+  description: For O(state=point) - why the server is stopped now, or why not.
+  returned: when state is point
+  type: str
+  sample: "the next point triton starts its own server: this one is stopped now, its drain overlapping"
+stop_first:
+  description: For O(state=restore_plan) - stop the running server before the restore's preflight and unit.
+  returned: when state is restore_plan
+  type: bool
+  sample: false
 msg:
   description: What the step did, in one line.
   returned: always, except for stop_check when the sweep goes on

@@ -196,6 +196,44 @@ def passing_record(records, host, config):
     return found
 
 
+def stop_early(sweep, point, records, host, stop_requested, nodes=None, unit_present=True):
+    """(stop, reason): whether the server is stopped at once when ``point`` ends, without waiting, because the next
+    point of this host starts its own server anyway: its drain (seconds on a real server) then overlaps the next
+    point's preflight and unit instead of preceding its start. Only when every part of that is known: a next point
+    on this host that the plan's preflight accepts (``sweep["starts_server"]``), that no passing record of this host
+    could let resume skip (or ``rerun``), no request to stop the sweep, one host (a node group stops its ranks
+    together), and a restore policy that puts a server back at the end (``restore=none`` leaves the host as the last
+    point left it, so it is never stopped ahead of a point that might not start). ``unit_present``: the host has the
+    server's unit (none yet when every point so far was refused on a host that never had one)."""
+    mine = list(sweep.get("points") or [])
+    if point not in mine or mine.index(point) + 1 >= len(mine):
+        return False, "no point follows %s on this host" % point
+    nxt = mine[mine.index(point) + 1]
+    if not unit_present:
+        return False, "the host has no server unit yet"
+    if nodes:
+        return False, "a node group stops and starts its ranks together (the restart protocol)"
+    if sweep.get("restore", "best") == "none":
+        return False, "restore=none: the host is left as the last point left it"
+    if stop_requested:
+        return False, "the sweep was asked to stop"
+    if nxt not in (sweep.get("starts_server") or []):
+        return False, "the preflight refuses the next point %s (it would not start a server)" % nxt
+    if not sweep.get("rerun"):
+        for rec in records:
+            if (rec.get("kind") == "point" and rec.get("host") == host and rec.get("point") == nxt
+                    and rec.get("status") == PASSED):
+                return False, "the next point %s passed before: resume may skip it" % nxt
+    return True, "the next point %s starts its own server: this one is stopped now, its drain overlapping" % nxt
+
+
+def restore_stops_first(choice, running_point, nodes=None):
+    """Whether the restore stops the running server before its preflight and unit: it restarts anyway when it puts
+    back another point than the one whose unit is on the host (``running_point``, empty when none)."""
+    return bool(choice.get("action") == "point" and not nodes and running_point
+                and choice.get("point") != running_point)
+
+
 def reference_figures(record, concurrency):
     for level in ((record.get("benchmark") or {}).get("levels") or []):
         if level.get("concurrency") == concurrency and level.get("ok"):

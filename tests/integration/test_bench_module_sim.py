@@ -16,6 +16,9 @@ enough for the sampler (4 Hz) and the boards' 1.25 s power ramp.
 
 from __future__ import annotations
 
+import concurrent.futures
+import time
+
 import pytest
 from helpers import simbench
 
@@ -93,3 +96,32 @@ def test_h200_under_load_is_not_launch_bound(client_python, tmp_path):
     assert tel["power_frac"] > 0.60, tel  # far above the launch-bound ceiling (60 % of the limit)
     assert diag["verdict"] != "launch_bound", diag
     assert diag["verdict"] == "power_bound", diag
+
+
+def test_a_gated_job_started_before_the_server_checks_it_once_released(client_python, tmp_path):
+    """A sweep starts the job before the restart: it prepares while nothing listens on the port, sends nothing,
+    and checks the server only once released (no server then: it says so and runs nothing)."""
+    server = simbench.SimServer(tmp_path / "srv", rates=RATES)
+    out = tmp_path / "out"
+    args = simbench.module_args(server, client_python, out, input_len=INPUT_LEN, output_len=32, concurrency=[2],
+                                num_prompts=[4], gated=True, gate_timeout=300)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        job = pool.submit(simbench.run_module, args, tmp_path / "job", server.smi_env)
+        time.sleep(4)  # the client's imports and the sampler's first sample happen now, with no server
+        assert not job.done(), job.result()
+        with server:
+            (out / "go").write_text("")
+            rc, res, _wall = job.result(timeout=300)
+    assert rc == 0 and res["state"] == "ok", res.get("msg")
+    assert res["gated_s"] >= 3.0 and res["levels"][0]["ok"] and res["levels"][0]["completed"] == 4
+    assert res["model"]  # asked from /v1/models once released
+
+    # released while nothing listens: the check after the gate names the problem, and no level ran
+    args["output_dir"] = str(tmp_path / "out2")
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        job = pool.submit(simbench.run_module, args, tmp_path / "job2", server.smi_env)
+        time.sleep(2)
+        (tmp_path / "out2").mkdir(exist_ok=True)
+        (tmp_path / "out2" / "go").write_text("")
+        rc, res, _wall = job.result(timeout=300)
+    assert rc != 0 and f"nothing listens on 127.0.0.1:{server.port}" in res["msg"], res.get("msg")

@@ -58,6 +58,13 @@ def test_compatible_is_what_the_preflight_accepts(tmp_path):
     assert "flashinfer_cutlass" in points and "flashinfer_trtllm" not in points
 
 
+def test_the_points_that_start_a_server_are_the_ones_the_preflight_accepts(tmp_path):
+    sweep = run(tmp_path, backends=["flashinfer_trtllm", "flashinfer_cutlass", "triton"])["moesweep_sweep"]
+    assert sweep["starts_server"] == ["flashinfer_cutlass", "triton"]
+    forced = run(tmp_path, backends=["flashinfer_trtllm", "triton"], force=True)["moesweep_sweep"]
+    assert forced["starts_server"] == ["flashinfer_trtllm", "triton"]
+
+
 def _inputs(*names, **differ):
     facts = {"gpu_models": ["NVIDIA RTX PRO 6000 Blackwell Server Edition"], "gpu_count": 8,
              "driver_version": "580.159.04", "interconnect": "pcie-phb", "virtualization": {"kind": "vm"}}

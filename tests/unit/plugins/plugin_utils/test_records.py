@@ -140,6 +140,37 @@ def test_restore_choice():
     assert records.choose_restore(recs, "h", "none", 8, {}, None)["action"] == "none"
 
 
+def test_a_point_stops_its_server_early_only_when_the_next_point_surely_starts_its_own():
+    sweep = {"points": ["a", "b", "c"], "starts_server": ["a", "c"], "restore": "best", "rerun": False}
+    stop, why = records.stop_early(sweep, "b", [], "h", False)
+    assert stop and "c starts its own server" in why
+    # the next point is refused by the preflight (it starts nothing): the host keeps serving meanwhile
+    assert records.stop_early(sweep, "a", [], "h", False) == (
+        False, "the preflight refuses the next point b (it would not start a server)")
+    assert not records.stop_early(sweep, "c", [], "h", False)[0]  # the last point: the restore decides
+    assert not records.stop_early(sweep, "x", [], "h", False)[0]  # not this host's point
+    assert "asked to stop" in records.stop_early(sweep, "b", [], "h", True)[1]
+    assert "node group" in records.stop_early(sweep, "b", [], "h", False, nodes={"group": "g"})[1]
+    assert "restore=none" in records.stop_early(dict(sweep, restore="none"), "b", [], "h", False)[1]
+    # the points so far were refused on a host that never had a server unit: there is nothing to stop
+    assert records.stop_early(sweep, "b", [], "h", False, unit_present=False) == (
+        False, "the host has no server unit yet")
+    # resume may skip the next point: a passing record of it on this host (another host's does not count)
+    assert "resume may skip it" in records.stop_early(sweep, "b", [_rec("c", "passed", 10.0)], "h", False)[1]
+    assert records.stop_early(sweep, "b", [_rec("c", "passed", 10.0, host="x")], "h", False)[0]
+    assert records.stop_early(sweep, "b", [_rec("c", "crashed")], "h", False)[0]
+    assert records.stop_early(dict(sweep, rerun=True), "b", [_rec("c", "passed", 10.0)], "h", False)[0]
+
+
+def test_the_restore_stops_the_running_server_first_only_when_it_puts_back_another_point():
+    assert records.restore_stops_first({"action": "point", "point": "a"}, "c")
+    assert not records.restore_stops_first({"action": "point", "point": "c"}, "c")
+    assert not records.restore_stops_first({"action": "point", "point": "a"}, "")
+    assert not records.restore_stops_first({"action": "previous", "point": None}, "c")
+    assert not records.restore_stops_first({"action": "none", "point": None}, "c")
+    assert not records.restore_stops_first({"action": "point", "point": "a"}, "c", nodes={"group": "g"})
+
+
 def test_restore_record_status():
     assert records.build_restore_record({"action": "point", "readiness": READY})["status"] == "passed"
     failed = records.build_restore_record({"action": "point", "readiness": {"state": "crashed", "cause": "oom"}})
