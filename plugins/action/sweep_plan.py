@@ -80,13 +80,19 @@ def plan(args):
         # every rank of a node group must get the same points: judge them on the recording host's facts
         facts = ((args.get("host_inputs") or {}).get(roles["record_host"]) or {}).get("gpu_facts") or facts
 
+    verdicts = {}  # one preflight per backend: backends=compatible and starts_server ask the same
+
     def accepts(choice):
+        if choice in verdicts:
+            return verdicts[choice]
         result, failed = preflight.run_preflight({
             "backend": choice, "flags": args.get("flags") or {}, "backends": overlays,
             "extra_flags": args.get("extra_flags") or {}, "sglang_version": version,
             "provenance": args.get("provenance") or {}, "environment": args.get("environment") or {},
             "gpu_facts": facts, "kb_path": args.get("kb_path")})
-        return not failed and result.get("verdict") in ("supported", "caveat"), result.get("verdict") or "refused"
+        verdicts[choice] = (not failed and result.get("verdict") in ("supported", "caveat"),
+                            result.get("verdict") or "refused")
+        return verdicts[choice]
 
     if points == "compatible":
         accepted, refused = [], []

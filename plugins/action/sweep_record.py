@@ -144,7 +144,7 @@ class ActionModule(ActionBase):
         if a["state"] == "restore_plan":
             choice = records.choose_restore(records.read_points(points_path), host, sweep.get("restore", "best"),
                                             sweep.get("reference_concurrency"), a["previous"], sweep.get("points"))
-            first = records.restore_stops_first(choice, a["running_point"], a["nodes"] or sweep.get("nodes"))
+            first = records.restore_stops_first(choice, a["running_point"], sweep.get("nodes"))
             base.update(choice=choice, stop_first=first, msg=choice["reason"] + (
                 "; the server of %s is stopped first (the restore starts another)" % a["running_point"]
                 if first else ""))
@@ -202,7 +202,7 @@ class ActionModule(ActionBase):
         record = records.build_point_record(ctx)
         self._stop_if_unwritable(base, sweep)
         stop, stop_reason = records.stop_early(sweep, a["point"], records.read_points(points_path), host,
-                                               os.path.exists(stop_file), a["nodes"] or sweep.get("nodes"),
+                                               os.path.exists(stop_file), sweep.get("nodes"),
                                                unit_present=bool(unit))
         base.update(moesweep_event="record", moesweep_record=record, stop_server=stop, stop_reason=stop_reason,
                     artifacts={name: art.get("content") or "" for name, art in artifacts.items()},

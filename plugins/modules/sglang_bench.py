@@ -20,8 +20,7 @@ description:
     run through C(runpy) exactly as C(python -m) runs it - so the client's imports are paid once, not per level.
     That interpreter starts before the module checks the server and starts the sampler, so its imports overlap
     them (and, with O(gated), whatever runs before the gate opens); it sends no request before the module gives
-    the go. The equivalent command line of every level is
-    returned.
+    the go. The equivalent command line of every level is returned.
   - Samples GPU telemetry at O(telemetry_interval_ms) during the levels, through NVML (C(nvidia-ml-py) in the
     client venv) where it answers, else C(nvidia-smi --query-gpu ... -lms); writes one CSV per level and
     summarises it per GPU (mean, p5, max of utilization, power against the enforced limit, SM clock against its
@@ -144,9 +143,9 @@ options:
         wait for a C(go) file in O(output_dir) before the first request. M(moesweep.sweep.sglang_bench_wait) with
         O(moesweep.sweep.sglang_bench_wait#module:go=true) writes it once it sees this job's progress. A C(stop) file
         instead, or O(gate_timeout) seconds without either, ends the job without a request.
-      - The server is checked once the gate opens - something listens on the port, the unit's state, the served
-        model from C(/v1/models) - and not through C(/health), since the go comes after a smoke check that passed, which
-        proved generation on every endpoint it checked. So a gated job may start before the server does; a sweep
+      - The server is checked once the gate opens - something listens on the port (the unit's state goes into the
+        message when not), the served model from C(/v1/models) - and not through C(/health), since the go comes after
+        a smoke check that passed, which proved generation on every endpoint it checked. So a gated job may start before the server does; a sweep
         starts it before the restart, and the client's imports overlap the server's start.
       - The sglang_bench role starts the job gated before its smoke check (or takes the one its caller started), so
         that no request is sent before the smoke check passed.
@@ -716,38 +715,36 @@ def main():
     # job may start before the server does (a sweep starts it before the restart): it checks the server once its
     # gate opens, which the smoke check that passed opens.
     driver = start_driver(p, env, gated=True) if len(reused) < len(levels) else None
-    model = [None]
 
     def check_server(health):
+        """The served model name, once the server is checked (the module fails naming what is wrong)."""
         ok, state = server_state(module, p, base, unit, health=health)
         if not ok:
             fail("sglang_bench: %s" % state)
         try:
-            model[0] = p["model"] or served_model(base, p["api_key"])
+            return p["model"] or served_model(base, p["api_key"])
         except Exception as exc:  # noqa: BLE001 - reported, with the fix
             fail("sglang_bench: GET /v1/models failed (%s): set model to the served model name" % exc)
 
+    model = p["model"] or None
     if not p["gated"]:
-        check_server(health=True)
+        model = check_server(health=True)
 
-    # ---- the levels to run (their command lines once the served model is known)
-    results = dict((c, reused[c]) for c, _n in levels if c in reused)
-    to_run = [(c, n) for c, n in levels if c not in reused]
-    todo = []
-
-    def plan_todo():
-        first = not reused
-        for c, n in to_run:
-            files = level_files(p["output_dir"], c)
-            for path in (files["jsonl"], files["summary"]):
-                if os.path.exists(path):
-                    os.unlink(path)  # bench_serving appends: start each level's file afresh
-            args = bs.level_argv("python", base, model[0], tok, c, n, files["jsonl"], backend=p["backend"],
-                                 dataset_name=p["dataset_name"], dataset_path=p["dataset_path"],
-                                 input_len=p["input_len"], output_len=p["output_len"], range_ratio=p["range_ratio"],
-                                 warmup_requests=p["warmup_requests"] if first else 0, seed=p["seed"])[3:]
+    # ---- plan the levels to run (their command lines below, once the served model is known)
+    results, todo = {}, []
+    first = True
+    for c, n in levels:
+        files = level_files(p["output_dir"], c)
+        if c in reused:
+            results[c] = reused[c]
             first = False
-            todo.append({"concurrency": c, "num_prompts": n, "args": args, "log": files["log"], "files": files})
+            continue
+        for path in (files["jsonl"], files["summary"]):
+            if os.path.exists(path):
+                os.unlink(path)  # bench_serving appends: start each level's file afresh
+        todo.append({"concurrency": c, "num_prompts": n, "log": files["log"], "files": files,
+                     "warmup_requests": p["warmup_requests"] if first else 0})
+        first = False
 
     sampler, sampler_info, fields = None, None, None
     all_csv = os.path.join(p["output_dir"], "telemetry.csv")
@@ -756,13 +753,13 @@ def main():
     gated_s = 0.0
     last_end = [None]  # when the last level that ran ended (the driver's time stamp)
     try:
-        if to_run and p["telemetry"]:
+        if todo and p["telemetry"]:
             sampler, sampler_info = start_sampler(module, p, all_csv)
             if sampler and sampler.kind == "nvidia-smi":
                 fields = telemetry.query_fields((sampler_info or {}).get("driver_version"))
             time.sleep(settle)  # a sample before the first request
         t_begin = time.time()
-        by_level = {}
+        by_level = dict((lv["concurrency"], lv) for lv in todo)
 
         def on_level(concurrency, event):
             if event.get("event") == "start":
@@ -779,21 +776,21 @@ def main():
                  figures=bench_progress.brief(parsed.get("figures")), error=event.get("error"))
 
         gate = "go"
-        if to_run and p["gated"]:
+        if todo and p["gated"]:
             gate_started = time.monotonic()
             gate = bench_progress.wait_gate(p["output_dir"], p["gate_timeout"], time.monotonic, time.sleep)
             gated_s = time.monotonic() - gate_started
             t_begin = time.time()
             if gate == "go":
-                # the server that passed the smoke check: up, its unit running, and its model name (its health
+                # the server that passed the smoke check: something listens, and its model name (its health
                 # endpoint's one-token generation is what the smoke check has just proven on every endpoint)
-                check_server(health=False)
-        if gate == "go":
-            plan_todo()
-        else:
-            todo.extend({"concurrency": c, "num_prompts": n, "files": level_files(p["output_dir"], c),
-                         "args": []} for c, n in to_run)
-        by_level.update((lv["concurrency"], lv) for lv in todo)
+                model = check_server(health=False)
+        for lv in todo:  # each level's command line, with the served model (when one was asked for)
+            lv["args"] = bs.level_argv("python", base, model, tok, lv["concurrency"], lv["num_prompts"],
+                                       lv["files"]["jsonl"], backend=p["backend"], dataset_name=p["dataset_name"],
+                                       dataset_path=p["dataset_path"], input_len=p["input_len"],
+                                       output_len=p["output_len"], range_ratio=p["range_ratio"],
+                                       warmup_requests=lv["warmup_requests"], seed=p["seed"])[3:]
         if gate == "go":
             outcomes, exiting = run_levels(module, p, todo, env, driver, on_level) if todo else ({}, None)
         else:
@@ -900,7 +897,7 @@ def main():
     result = dict(changed=bool(run_now), state=state, levels=ordered, tokenizer={"path": tok, "found_in": how},
                   sampler={"kind": sampler.kind if sampler else None, "argv": sampler.argv if sampler else None,
                            "probe": sampler_info},
-                  model=model[0] or p["model"] or None, overhead_s_per_level=overhead, crash=crash, elapsed=round(wall, 3),
+                  model=model, overhead_s_per_level=overhead, crash=crash, elapsed=round(wall, 3),
                   gated_s=round(gated_s, 3), msg=msg,
                   stopped_run=stopped, progress_file=progress_path)
     if state == "stopped":
