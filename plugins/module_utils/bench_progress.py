@@ -23,7 +23,7 @@ PROGRESS_FILE = "progress.json"
 SEEN_SUFFIX = ".seen"  # the last version sglang_bench_wait returned
 LOCK_FILE = "bench.lock"  # held by the running benchmark; holds its pid
 STOP_FILE = "stop"  # asks the running benchmark to stop after the level that runs (sglang_bench_wait writes it)
-GO_FILE = "go"  # releases a gated benchmark (sglang_bench_wait writes it once it sees the job's progress)
+GO_FILE = "go"  # releases a gated benchmark (release_job writes it once the job's own progress is there)
 GATE_POLL_S = 0.05
 
 STATES = ("pending", "running", "done", "failed", "reused")
@@ -100,6 +100,31 @@ def of_job(doc, job_started):
         return doc is not None and float(doc.get("started")) >= float(job_started) - 0.1
     except (TypeError, ValueError):
         return False
+
+
+def release(output_dir, now):
+    """Open a gated job's gate: its go file, written once (it stays for the job's life)."""
+    go = os.path.join(output_dir, GO_FILE)
+    if not os.path.exists(go):
+        with open(go, "w") as fh:
+            fh.write("released at %.3f\n" % now)
+
+
+def release_job(output_dir, results_file, now):
+    """Open the gate of the gated job whose async results file is ``results_file``, but only once the progress
+    document in ``output_dir`` is that job's own: the job clears its directory's go and stop files when it plans its
+    levels, so a go file written before would be lost. Returns whether the gate is open. sglang_smoke calls it the
+    moment its check passed on the host (sglang_bench_wait, which releases too, reads the document itself)."""
+    try:
+        job_started = os.stat(results_file).st_mtime
+        with open(os.path.join(output_dir, PROGRESS_FILE)) as fh:
+            doc = parse(fh.read())
+    except (IOError, OSError):
+        return False
+    if not of_job(doc, job_started):
+        return False
+    release(output_dir, now)
+    return True
 
 
 def write(path, doc):

@@ -140,8 +140,10 @@ options:
   gated:
     description:
       - Prepare everything that needs no server (the client's imports, the sampler's probe and first sample), then
-        wait for a C(go) file in O(output_dir) before the first request. M(moesweep.sweep.sglang_bench_wait) with
-        O(moesweep.sweep.sglang_bench_wait#module:go=true) writes it once it sees this job's progress. A C(stop) file
+        wait for a C(go) file in O(output_dir) before the first request. M(moesweep.sweep.sglang_smoke) writes it the
+        moment its check passes (O(moesweep.sweep.sglang_smoke#module:release_output_dir)), and
+        M(moesweep.sweep.sglang_bench_wait) with O(moesweep.sweep.sglang_bench_wait#module:go=true) once it sees this
+        job's progress. A C(stop) file
         instead, or O(gate_timeout) seconds without either, ends the job without a request.
       - The server is checked once the gate opens - something listens on the port (the unit's state goes into the
         message when not), the served model from C(/v1/models) - and not through C(/health), since the go comes after

@@ -161,14 +161,6 @@ def alive(pid):
     return True
 
 
-def release(output_dir):
-    """The go file of a gated job (written once; it stays for the job's life)."""
-    path = os.path.join(output_dir, bench_progress.GO_FILE)
-    if not os.path.exists(path):
-        with open(path, "w") as fh:
-            fh.write("released at %.3f\n" % time.time())
-
-
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -214,7 +206,7 @@ def main():
             doc = mine
             if p["go"] and not module.check_mode and not asked:
                 try:
-                    release(p["output_dir"])
+                    bench_progress.release(p["output_dir"], time.time())
                 except (IOError, OSError) as exc:
                     fail("cannot release the benchmark (%s)" % exc, finished=False, progress=doc)
         if final is not None:

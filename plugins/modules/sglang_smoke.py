@@ -88,6 +88,20 @@ options:
     description: Fail the task unless RV(state=ok).
     type: bool
     default: true
+  release_output_dir:
+    description:
+      - The output directory of a gated benchmark job (M(moesweep.sweep.sglang_bench) with
+        O(moesweep.sweep.sglang_bench#module:gated=true)) that waits for this check. When the check passes, its gate
+        is opened here on the host, the moment the answers are judged, instead of by the next task (which still
+        releases it, harmlessly). Nothing is released when the check fails.
+      - Requires O(release_results_file).
+    type: path
+  release_results_file:
+    description:
+      - That job's async results file (the C(results_file) its task registered), so that progress left in
+        O(release_output_dir) by an earlier run never counts as the job's.
+      - Requires O(release_output_dir).
+    type: path
 attributes:
   check_mode:
     support: none
@@ -122,6 +136,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+released:
+  description: Whether the check passed and opened the gate of the job in O(release_output_dir).
+  returned: always
+  type: bool
+  sample: true
 state:
   description: V(ok), V(bad_output), V(server_died) or V(error) (bad input, or no server to ask).
   returned: always
@@ -169,7 +188,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.moesweep.sweep.plugins.module_utils import readiness, smoke
+from ansible_collections.moesweep.sweep.plugins.module_utils import bench_progress, readiness, smoke
 
 try:
     from http.client import HTTPException
@@ -230,11 +249,15 @@ def main():
             min_agreement=dict(type="float"),
             unit=dict(type="str", default="sglang.service"),
             fail_on_error=dict(type="bool", default=True),
+            release_output_dir=dict(type="path"),
+            release_results_file=dict(type="path"),
         ),
+        required_together=[("release_output_dir", "release_results_file")],
         supports_check_mode=False,
     )
     p = module.params
-    empty = dict(state="error", answers=[], reasons=[], agreement=[], model=None, crash={}, elapsed=0.0)
+    empty = dict(state="error", answers=[], reasons=[], agreement=[], model=None, crash={}, elapsed=0.0,
+                 released=False)
     if p["max_new_tokens"] <= 0 or p["request_timeout"] <= 0:
         module.fail_json(msg="max_new_tokens and request_timeout must be greater than 0", **empty)
     if not p["prompts"] and "generate" in p["endpoints"]:
@@ -315,7 +338,7 @@ def main():
         msg = "the server stopped answering during the smoke check (%s)%s" % (
             exc, ": %s" % line if line else "")
         result = dict(state="server_died", answers=answers, reasons=[str(exc)], agreement=[], model=model,
-                      crash=crash, elapsed=round(time.monotonic() - started, 3), msg=msg)
+                      crash=crash, released=False, elapsed=round(time.monotonic() - started, 3), msg=msg)
         if p["fail_on_error"]:
             module.fail_json(**result)
         module.exit_json(changed=False, **result)
@@ -325,8 +348,18 @@ def main():
     ok, reasons = smoke.verdict(answers, agreements, p["min_agreement"])
     state = "ok" if ok else "bad_output"
     msg = ("output looks right: %d answers" % len(answers)) if ok else ("bad output: %s" % reasons[0])
+    elapsed = round(time.monotonic() - started, 3)
+    released = False
+    if ok and p["release_output_dir"]:
+        # the benchmark's first request follows at once; the task that follows this one releases it too
+        try:
+            released = bench_progress.release_job(p["release_output_dir"], p["release_results_file"], time.time())
+        except (IOError, OSError) as exc:
+            module.warn("the check passed, but the benchmark's gate could not be opened here (%s): the next task "
+                        "opens it" % exc)
+        msg += "; the benchmark released" if released else ""
     result = dict(state=state, answers=answers, reasons=reasons, agreement=agreements, model=model, crash={},
-                  elapsed=round(time.monotonic() - started, 3), msg=msg)
+                  elapsed=elapsed, msg=msg, released=released)
     if not ok and p["fail_on_error"]:
         module.fail_json(**result)
     module.exit_json(changed=False, **result)

@@ -123,3 +123,25 @@ def test_a_gated_benchmark_waits_for_go_and_a_stop_wins(tmp_path):
     assert bp.wait_gate(str(tmp_path), 5, clock, lambda s: None) == "go"
     (tmp_path / bp.STOP_FILE).write_text("asked\n")
     assert bp.wait_gate(str(tmp_path), 5, clock, lambda s: None) == "stop"
+
+
+def test_a_job_is_released_only_once_its_own_progress_is_there(tmp_path):
+    results = tmp_path / "job.results"
+    results.write_text('{"started": 1}')
+    os.utime(results, (200.0, 200.0))
+    # no progress document yet: the job has not planned (and would clear a go file written now)
+    assert bp.release_job(str(tmp_path), str(results), 300.0) is False
+    assert not (tmp_path / bp.GO_FILE).exists()
+    # a document an earlier run left (started before this job's results file)
+    bp.write(str(tmp_path / bp.PROGRESS_FILE), bp.new([(1, 4)], {}, pid=1, started=150.0))
+    assert bp.release_job(str(tmp_path), str(results), 300.0) is False
+    assert not (tmp_path / bp.GO_FILE).exists()
+    # this job's own document: released, once
+    bp.write(str(tmp_path / bp.PROGRESS_FILE), bp.new([(1, 4)], {}, pid=2, started=200.02))
+    assert bp.release_job(str(tmp_path), str(results), 300.0) is True
+    assert (tmp_path / bp.GO_FILE).read_text() == "released at 300.000\n"
+    assert bp.release_job(str(tmp_path), str(results), 301.0) is True
+    assert (tmp_path / bp.GO_FILE).read_text() == "released at 300.000\n"
+    assert bp.wait_gate(str(tmp_path), 5, time.monotonic, lambda s: None) == "go"
+    # a results file that is gone (the job was consumed): nothing to release
+    assert bp.release_job(str(tmp_path / "gone"), str(tmp_path / "missing.results"), 302.0) is False

@@ -78,6 +78,38 @@ def test_garbage_is_bad_output_with_the_texts(smoke):
     assert any("NaN-logits" in reason for reason in r["reasons"]), r["reasons"]
 
 
+def _gated_job(tmp_path):
+    """A gated benchmark job's output directory with its own progress document, and its async results file."""
+    from ansible_collections.moesweep.sweep.plugins.module_utils import bench_progress
+
+    results = tmp_path / "job.results"
+    results.write_text('{"started": 1}')
+    out = tmp_path / "bench"
+    out.mkdir()
+    bench_progress.write(str(out / bench_progress.PROGRESS_FILE),
+                         bench_progress.new([(1, 4)], {}, pid=1, started=results.stat().st_mtime))
+    return out, results, out / bench_progress.GO_FILE
+
+
+def test_a_check_that_passes_opens_the_gated_benchmark_at_once(smoke, tmp_path):
+    out, results, go = _gated_job(tmp_path)
+    kind, r = smoke("Paris is the capital of France and its largest city".split(),
+                    release_output_dir=str(out), release_results_file=str(results))
+    assert kind == "exit" and r["state"] == "ok" and r["released"] is True and go.exists()
+    assert r["msg"].endswith("; the benchmark released")
+
+
+def test_a_check_that_fails_leaves_the_gate_shut(smoke, tmp_path):
+    out, results, go = _gated_job(tmp_path)
+    kind, r = smoke(["!!!!!!!!"] * 8, release_output_dir=str(out), release_results_file=str(results))
+    assert kind == "fail" and r["state"] == "bad_output" and r["released"] is False and not go.exists()
+
+
+def test_without_a_job_nothing_is_released(smoke):
+    kind, r = smoke("Paris is the capital of France and its largest city".split())
+    assert kind == "exit" and r["released"] is False
+
+
 def test_reference_agreement_is_reported(smoke):
     ref = [{"prompt": "The capital of France is", "token_ids": [100, 101, 999]}]
     kind, r = smoke("a b c d".split(), endpoints=["generate"], reference=ref, fail_on_error=False)
@@ -135,3 +167,5 @@ def test_a_server_that_dies_in_the_middle_of_an_answer_is_a_dead_server_not_a_tr
 def test_bad_arguments(run_module):
     kind, r = run_module(sglang_smoke, {"max_new_tokens": 0})
     assert kind == "fail" and "greater than 0" in r["msg"]
+    kind, r = run_module(sglang_smoke, {"release_output_dir": "/tmp/x"})
+    assert kind == "fail" and "release_results_file" in r["msg"]
