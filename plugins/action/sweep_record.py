@@ -16,7 +16,7 @@ from ansible_collections.moesweep.sweep.plugins.plugin_utils import action_args,
 
 ARGUMENT_SPEC = dict(
     state=dict(type="str", required=True,
-               choices=["start", "resume", "stop_check", "point", "restore_plan", "restore"]),
+               choices=["start", "previous", "resume", "stop_check", "point", "restore_plan", "restore"]),
     sweep=dict(type="dict", required=True),
     point=dict(type="str"),
     started=dict(type="str"),
@@ -44,6 +44,7 @@ ARGUMENT_SPEC = dict(
     record_host=dict(type="str"),
     nodes=dict(type="dict", default={}),
     running_point=dict(type="str", default=""),
+    unit=dict(type="str", default=""),
 )
 
 _COLLECTION_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -141,6 +142,13 @@ class ActionModule(ActionBase):
             if found:
                 base["previous_record"] = {k: found.get(k) for k in ("finished", "status", "backend", "config_hash")}
             return base
+        if a["state"] == "previous":
+            first, reason = records.stop_before_sweep(sweep, records.read_points(points_path), host,
+                                                      os.path.exists(stop_file), sweep.get("nodes"))
+            if first and self._task.check_mode:
+                first, reason = False, "check mode: nothing is stopped"
+            base.update(stop_first=first, stop_reason=reason, msg=reason)
+            return base
         if a["state"] == "restore_plan":
             choice = records.choose_restore(records.read_points(points_path), host, sweep.get("restore", "best"),
                                             sweep.get("reference_concurrency"), a["previous"], sweep.get("points"))
@@ -167,16 +175,26 @@ class ActionModule(ActionBase):
                                "the run prints it (moesweep: kept ...)" % sweep["dir"])
             return base
         # state == point
+        # Decided before the artifacts are read: their read stops the server in the same round trip.
+        stop, stop_reason = records.stop_early(sweep, a["point"], records.read_points(points_path), host,
+                                               os.path.exists(stop_file), sweep.get("nodes"))
+        if stop and not a["unit"]:
+            stop, stop_reason = False, "no unit was given to stop"
+        if stop and not writable(sweep["dir"]):
+            stop, stop_reason = False, "the results directory is not writable: the sweep stops here"
+        stop_unit = a["unit"] if stop and not self._task.check_mode else ""
         artifacts = {}
+        stopped, stop_error = False, "the host was not contacted (check mode)"
         files = dict(a["files"] or {})
-        if (files or a["invocation_id"]) and not self._task.check_mode:
+        if (files or a["invocation_id"] or stop_unit) and not self._task.check_mode:
             res = self._execute_module(module_name="moesweep.sweep.point_artifacts",
                                        module_args={"files": files, "env_files": a["env_files"],
-                                                    "invocation_id": a["invocation_id"]},
+                                                    "invocation_id": a["invocation_id"], "stop_unit": stop_unit},
                                        task_vars=task_vars)
             if not res.get("failed"):
                 artifacts = {name: art for name, art in (res.get("artifacts") or {}).items()
                              if not art.get("missing")}
+            stopped, stop_error = bool(res.get("stopped")), res.get("stop_error") or res.get("msg") or ""
         unit = artifacts.get("unit.service") or {}
         failed_stage = stage = None
         if a["failed_task"]:
@@ -201,10 +219,11 @@ class ActionModule(ActionBase):
                    unit_sha256=unit.get("sha256"), artifacts=list(artifacts), nodes=a["nodes"])
         record = records.build_point_record(ctx)
         self._stop_if_unwritable(base, sweep)
-        stop, stop_reason = records.stop_early(sweep, a["point"], records.read_points(points_path), host,
-                                               os.path.exists(stop_file), sweep.get("nodes"),
-                                               unit_present=bool(unit))
+        if stop and not stopped:
+            stop, stop_reason = False, ("the host has no server unit yet" if files and not unit
+                                        else "the stop was not accepted: %s" % stop_error)
         base.update(moesweep_event="record", moesweep_record=record, stop_server=stop, stop_reason=stop_reason,
+                    changed=stop,
                     artifacts={name: art.get("content") or "" for name, art in artifacts.items()},
                     msg="%s %s: %s%s" % (host, a["point"], record["status"],
                                          " (%s)" % record["cause"] if record.get("cause") else ""))

@@ -17,15 +17,18 @@ description:
   - O(state=stop_check) fails when the sweep was asked to stop after the current step (a C(.stop) file in the sweep's
     directory, which C(moesweep sweep) writes on a first Ctrl-C); the point is then recorded C(interrupted), and
     O(state=start) answers RV(stopped=true) for the points after it.
+  - O(state=previous) says whether the server the host runs before the sweep is to be stopped as soon as its state
+    was read (RV(stop_first) - the sweep's first point on this host starts its own server anyway, on the same
+    conditions as RV(stop_server); never in check mode).
   - O(state=resume) computes the point's configuration hash (RV(config_hash) - launch, benchmark settings, stack
     lock) and answers whether a passing record with that hash exists (RV(skip) - then the point is skipped, unless
     the sweep's C(rerun)).
   - O(state=point) builds the point's record (RV(moesweep_record), see docs/results.md) from what each stage
     returned or the task that failed, with secrets redacted, and returns it with its RV(artifacts).
-    It also says whether the server is to be stopped at once (RV(stop_server)) - when the next point of this host
-    starts its own server anyway (the plan's C(starts_server), no passing record that resume could skip it for,
-    no request to stop, one host, a server unit on the host, a restore policy other than V(none)), its drain then
-    overlaps the next point's preflight and unit.
+    When the next point of this host starts its own server anyway (the plan's C(starts_server), no passing record
+    that resume could skip it for, no request to stop, one host, a restore policy other than V(none)), it stops
+    O(unit) at once, without waiting, in the same round trip that reads the artifacts (RV(stop_server)) - its drain
+    then overlaps the next point's preflight and unit.
   - O(state=restore_plan) picks the configuration to leave the host on (RV(choice)), and says whether the server
     that runs now is to be stopped first (RV(stop_first) - the restore puts back another point than
     O(running_point)); O(state=restore) records that step with its readiness.
@@ -41,7 +44,7 @@ options:
     description: What to do.
     type: str
     required: true
-    choices: [start, resume, stop_check, point, restore_plan, restore]
+    choices: [start, previous, resume, stop_check, point, restore_plan, restore]
   sweep:
     description: The plan from M(moesweep.sweep.sweep_plan).
     type: dict
@@ -145,10 +148,14 @@ options:
     description: For O(state=restore_plan) - the point whose unit the host has now (empty - none or unknown).
     type: str
     default: ""
+  unit:
+    description: For O(state=point) - the server's systemd unit, stopped when the next point starts its own (empty - never stopped).
+    type: str
+    default: ""
 attributes:
   action:
     support: full
-    details: The bookkeeping runs on the controller; only O(state=point) contacts the host, for the artifacts.
+    details: The bookkeeping runs on the controller; only O(state=point) contacts the host, for the artifacts (and the early stop).
   check_mode:
     support: full
     details: In check mode nothing is collected from the host; the callback writes nothing.
@@ -157,7 +164,7 @@ attributes:
   idempotent:
     support: partial
     details:
-      - O(state=start), O(state=resume), O(state=stop_check) and O(state=restore_plan) only read.
+      - O(state=start), O(state=previous), O(state=resume), O(state=stop_check) and O(state=restore_plan) only read.
       - O(state=point) and O(state=restore) return a record the results callback appends, so running either twice
         records the step twice (a resumed sweep skips passing points through O(state=resume) instead).
   platform:
@@ -237,18 +244,20 @@ choice:
   returned: when state is restore_plan
   type: dict
 stop_server:
-  description: For O(state=point) - stop the server now, without waiting; the next point of this host starts its own.
+  description: For O(state=point) - the server was stopped now, without waiting; the next point of this host starts its own.
   returned: when state is point
   type: bool
   sample: true
 stop_reason:
-  description: For O(state=point) - why the server is stopped now, or why not.
-  returned: when state is point
+  description: For O(state=point) and O(state=previous) - why the server was (or is to be) stopped now, or why not.
+  returned: when state is point or previous
   type: str
   sample: "the next point triton starts its own server: this one is stopped now, its drain overlapping"
 stop_first:
-  description: For O(state=restore_plan) - stop the running server before the restore's preflight and unit.
-  returned: when state is restore_plan
+  description:
+    - For O(state=restore_plan) - stop the running server before the restore's preflight and unit.
+    - For O(state=previous) - stop the server that runs before the sweep once its state was read.
+  returned: when state is restore_plan or previous
   type: bool
   sample: false
 msg:

@@ -196,21 +196,34 @@ def passing_record(records, host, config):
     return found
 
 
-def stop_early(sweep, point, records, host, stop_requested, nodes=None, unit_present=True):
+def stop_early(sweep, point, records, host, stop_requested, nodes=None):
     """(stop, reason): whether the server is stopped at once when ``point`` ends, without waiting, because the next
     point of this host starts its own server anyway: its drain (seconds on a real server) then overlaps the next
     point's preflight and unit instead of preceding its start. Only when every part of that is known: a next point
     on this host that the plan's preflight accepts (``sweep["starts_server"]``), that no passing record of this host
     could let resume skip (or ``rerun``), no request to stop the sweep, one host (a node group stops its ranks
     together), and a restore policy that puts a server back at the end (``restore=none`` leaves the host as the last
-    point left it, so it is never stopped ahead of a point that might not start). ``unit_present``: the host has the
-    server's unit (none yet when every point so far was refused on a host that never had one)."""
+    point left it, so it is never stopped ahead of a point that might not start). Decided before the point's artifacts
+    are read: their read (sweep_record, through point_artifacts) stops the server in the same round trip."""
     mine = list(sweep.get("points") or [])
     if point not in mine or mine.index(point) + 1 >= len(mine):
         return False, "no point follows %s on this host" % point
-    nxt = mine[mine.index(point) + 1]
-    if not unit_present:
-        return False, "the host has no server unit yet"
+    return _starts_its_own(sweep, mine[mine.index(point) + 1], records, host, stop_requested, nodes,
+                           "this one is stopped now, its drain overlapping")
+
+
+def stop_before_sweep(sweep, records, host, stop_requested, nodes=None):
+    """(stop, reason): whether the server the host runs before the sweep is stopped, without waiting, as soon as its
+    state was read, because the sweep's first point on this host starts its own server anyway (the conditions of
+    ``stop_early``): its drain then overlaps the first point's install, preflight and unit."""
+    mine = list(sweep.get("points") or [])
+    if not mine:
+        return False, "no point runs on this host"
+    return _starts_its_own(sweep, mine[0], records, host, stop_requested, nodes,
+                           "the server that runs before the sweep is stopped now, its drain overlapping")
+
+
+def _starts_its_own(sweep, nxt, records, host, stop_requested, nodes, then):
     if nodes:
         return False, "a node group stops and starts its ranks together (the restart protocol)"
     if sweep.get("restore", "best") == "none":
@@ -224,7 +237,7 @@ def stop_early(sweep, point, records, host, stop_requested, nodes=None, unit_pre
             if (rec.get("kind") == "point" and rec.get("host") == host and rec.get("point") == nxt
                     and rec.get("status") == PASSED):
                 return False, "the next point %s passed before: resume may skip it" % nxt
-    return True, "the next point %s starts its own server: this one is stopped now, its drain overlapping" % nxt
+    return True, "the next point %s starts its own server: %s" % (nxt, then)
 
 
 def restore_stops_first(choice, running_point, nodes=None):

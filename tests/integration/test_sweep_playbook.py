@@ -52,6 +52,11 @@ def records(results: Path, kind="point"):
     return out
 
 
+def previous_read(proc) -> str:
+    """How the sweep's read of the server that ran before it ended: V(changed) when it also stopped that server."""
+    return re.findall(r"TASK \[Read whether it was running[^\n]*\n(changed|ok): ", proc.stdout)[0]
+
+
 def active_backend(cluster) -> str:
     line = cluster.sh(cluster.names[0], "systemctl show sglang.service -p ExecStart --value").stdout
     return line.split("--moe-runner-backend ")[1].split()[0]
@@ -103,9 +108,15 @@ def test_four_backend_sweep_refused_benchmarked_and_left_on_the_best(bench_clust
     assert restore["status"] == "passed" and restore["action"] == "point" and restore["point"] == best
     assert restore["readiness"]["state"] == "ready" and active_backend(bench_cluster) == best
     assert bench_cluster.sh(bench_cluster.names[0], "systemctl is-active sglang.service").stdout.strip() == "active"
+    # the record of a point whose next point starts its own server stopped it (changed); the last one's did not
+    recorded = dict(re.findall(r"TASK \[Record the point (\w+)\][^\n]*\n(changed|ok): ", proc.stdout))
+    assert recorded == {"flashinfer_cutedsl": "changed", "flashinfer_cutlass": "changed", "triton": "ok"}, recorded
+    # the first point (trtllm) is refused: the server that ran before the sweep kept serving meanwhile
+    assert previous_read(proc) == "ok"
 
     # a forced point: the crash and its cause are recorded, and the host goes back to what it ran before
     proc = playbook(bench_cluster, settings, "-e", "backend=flashinfer_trtllm", "-e", "force=true")
+    assert previous_read(proc) == "changed"  # forced, it starts its own server: the one before was stopped at once
     crash = [r for r in records(settings[1]) if r["point"] == "flashinfer_trtllm"][-1]
     assert crash["status"] == "crashed" and crash["cause"] == "unsupported_arch", crash["readiness"]
     assert crash["preflight"]["forced"] is True

@@ -152,9 +152,6 @@ def test_a_point_stops_its_server_early_only_when_the_next_point_surely_starts_i
     assert "asked to stop" in records.stop_early(sweep, "b", [], "h", True)[1]
     assert "node group" in records.stop_early(sweep, "b", [], "h", False, nodes={"group": "g"})[1]
     assert "restore=none" in records.stop_early(dict(sweep, restore="none"), "b", [], "h", False)[1]
-    # the points so far were refused on a host that never had a server unit: there is nothing to stop
-    assert records.stop_early(sweep, "b", [], "h", False, unit_present=False) == (
-        False, "the host has no server unit yet")
     # resume may skip the next point: a passing record of it on this host (another host's does not count)
     assert "resume may skip it" in records.stop_early(sweep, "b", [_rec("c", "passed", 10.0)], "h", False)[1]
     assert records.stop_early(sweep, "b", [_rec("c", "passed", 10.0, host="x")], "h", False)[0]
@@ -221,3 +218,17 @@ def test_spread_by_facts_groups_identical_hosts():
 def test_a_host_the_spread_gave_no_point_is_left_alone():
     choice = records.choose_restore([], "h5", "best", 8, {"unit": True, "active": True}, [])
     assert choice["action"] == "none" and "no point" in choice["reason"]
+
+
+def test_the_server_before_the_sweep_is_stopped_at_once_only_when_the_first_point_starts_its_own():
+    sweep = {"points": ["a", "b"], "starts_server": ["a"], "restore": "best", "rerun": False}
+    stop, why = records.stop_before_sweep(sweep, [], "h", False)
+    assert stop and why == ("the next point a starts its own server: the server that runs before the sweep is "
+                            "stopped now, its drain overlapping")
+    # the first point is refused: the host keeps serving while the sweep goes on to the next point
+    assert not records.stop_before_sweep(dict(sweep, starts_server=["b"]), [], "h", False)[0]
+    assert not records.stop_before_sweep(dict(sweep, points=[]), [], "h", False)[0]
+    assert "resume may skip it" in records.stop_before_sweep(sweep, [_rec("a", "passed", 10.0)], "h", False)[1]
+    assert "restore=none" in records.stop_before_sweep(dict(sweep, restore="none"), [], "h", False)[1]
+    assert "node group" in records.stop_before_sweep(sweep, [], "h", False, nodes={"group": "g"})[1]
+    assert "asked to stop" in records.stop_before_sweep(sweep, [], "h", True)[1]
