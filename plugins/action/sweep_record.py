@@ -178,18 +178,19 @@ class ActionModule(ActionBase):
         # Decided before the artifacts are read: their read stops the server in the same round trip.
         stop, stop_reason = records.stop_early(sweep, a["point"], records.read_points(points_path), host,
                                                os.path.exists(stop_file), sweep.get("nodes"))
+        if stop and self._task.check_mode:
+            stop, stop_reason = False, "check mode: nothing is stopped"
         if stop and not a["unit"]:
             stop, stop_reason = False, "no unit was given to stop"
         if stop and not writable(sweep["dir"]):
             stop, stop_reason = False, "the results directory is not writable: the sweep stops here"
-        stop_unit = a["unit"] if stop and not self._task.check_mode else ""
-        artifacts = {}
-        stopped, stop_error = False, "the host was not contacted (check mode)"
+        artifacts, stopped, stop_error = {}, False, ""
         files = dict(a["files"] or {})
-        if (files or a["invocation_id"] or stop_unit) and not self._task.check_mode:
+        if (files or a["invocation_id"] or stop) and not self._task.check_mode:
             res = self._execute_module(module_name="moesweep.sweep.point_artifacts",
                                        module_args={"files": files, "env_files": a["env_files"],
-                                                    "invocation_id": a["invocation_id"], "stop_unit": stop_unit},
+                                                    "invocation_id": a["invocation_id"],
+                                                    "stop_unit": a["unit"] if stop else ""},
                                        task_vars=task_vars)
             if not res.get("failed"):
                 artifacts = {name: art for name, art in (res.get("artifacts") or {}).items()
@@ -219,9 +220,8 @@ class ActionModule(ActionBase):
                    unit_sha256=unit.get("sha256"), artifacts=list(artifacts), nodes=a["nodes"])
         record = records.build_point_record(ctx)
         self._stop_if_unwritable(base, sweep)
-        if stop and not stopped:
-            stop, stop_reason = False, ("the host has no server unit yet" if files and not unit
-                                        else "the stop was not accepted: %s" % stop_error)
+        if stop and not stopped:  # e.g. a host that never had the unit (every point so far refused)
+            stop, stop_reason = False, "the stop was not accepted: %s" % stop_error
         base.update(moesweep_event="record", moesweep_record=record, stop_server=stop, stop_reason=stop_reason,
                     changed=stop,
                     artifacts={name: art.get("content") or "" for name, art in artifacts.items()},
