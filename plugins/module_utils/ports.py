@@ -59,7 +59,9 @@ def _process_name(pid, proc_root):
 
 def listeners(port, proc_root="/proc"):
     """Processes holding a listening socket on ``port``: ``[{"pid": int, "cmdline": str}]``.
-    A listening socket whose owner cannot be found is reported with ``pid: None``."""
+    A listening socket whose owner cannot be found is reported with ``pid: None`` when it still listens after
+    the scan: a server that exits while its processes are scanned (a sweep's previous point, stopped without
+    waiting) closes its socket with its last descriptor, and is then gone, not a listener of unknown owner."""
     inodes = listening_inodes(port, proc_root)
     if not inodes:
         return []
@@ -81,4 +83,7 @@ def listeners(port, proc_root="/proc"):
             if target in wanted:
                 found.append({"pid": int(entry), "cmdline": _process_name(entry, proc_root)})
                 break
-    return found or [{"pid": None, "cmdline": "unknown (socket inode %s)" % sorted(inodes)}]
+    if found:
+        return found
+    still = listening_inodes(port, proc_root) & inodes
+    return [{"pid": None, "cmdline": "unknown (socket inode %s)" % sorted(still)}] if still else []

@@ -63,6 +63,27 @@ def test_listeners_names_the_owner(tmp_path):
     assert ports.listeners(37915, proc_root=str(proc))[0]["pid"] is None
 
 
+def test_a_listener_gone_by_the_end_of_the_scan_is_no_listener(tmp_path, monkeypatch):
+    """The race a sweep meets: the previous point's server, stopped without waiting, still listens when
+    /proc/net/tcp is read and has exited (its socket closed with it) when the processes are scanned."""
+    proc = tmp_path / "proc"
+    (proc / "net").mkdir(parents=True)
+    recorded = (FIX / "proc" / "net-tcp.txt").read_text()
+    (proc / "net" / "tcp").write_text(recorded)
+    real = ports.listening_inodes
+    reads = []
+
+    def exits_during_the_scan(port, proc_root="/proc"):
+        reads.append(port)
+        if len(reads) == 2:  # the server exited between the two reads: its LISTEN line is gone
+            (proc / "net" / "tcp").write_text(recorded.splitlines()[0] + "\n")
+        return real(port, proc_root)
+
+    monkeypatch.setattr(ports, "listening_inodes", exits_during_the_scan)
+    assert ports.listeners(2024, proc_root=str(proc)) == []
+    assert reads == [2024, 2024]
+
+
 def run_module(args, answers, systemctl=None):
     """answers: list of (compute-apps csv, query-gpu csv) per poll; systemctl: a list that records the systemctl
     calls, its first item the unit's ActiveState."""
