@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 import tempfile
 import time
@@ -80,19 +81,28 @@ def overhead(wall: float, recs: list[dict], restores: list[dict]) -> dict:
             "bench_serving_fixed_per_point_s": round(fixed / max(len(recs), 1), 2)}
 
 
+def cpu_busy_s() -> float:
+    """CPU-seconds every process of this machine has used so far (the simulated hosts are containers on its
+    kernel, so their servers and clients count too): /proc/stat's first line, user + nice + system + irq + softirq
+    in USER_HZ ticks (proc(5)); steal, the time the hypervisor ran others, is not this machine's work."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq = (int(v) for v in fields[:7])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
 def timed_sweep(inventory: Path, results: Path, time_scale: float, *args: str,
-                profile: Path | None = None) -> tuple[float, list[dict]]:
+                profile: Path | None = None) -> tuple[float, list[dict], float]:
     env = None
     if profile is not None:
         env = {"ANSIBLE_CALLBACK_PLUGINS": str(REPO / "bench" / "callback_plugins"),
                "ANSIBLE_CALLBACKS_ENABLED": "moesweep.sweep.results,task_times", "MOESWEEP_TASK_TIMES": str(profile)}
     settings = {"sglang_server_extra_environment": {"MOESWEEP_SIM_TIME_SCALE": str(time_scale), **SIM_RATES},
                 "sglang_server_ready_timeout": 600, "results_dir": str(results), "rerun": True, **SMALL_BENCH}
-    t0 = time.monotonic()
+    t0, cpu0 = time.monotonic(), cpu_busy_s()
     run_ansible("ansible-playbook", "-i", str(inventory), "sweep.yml", "-e", json.dumps(settings),
                 "-e", "backends=" + ",".join(BACKENDS), *args, check=False, env=env)
     wall = time.monotonic() - t0
-    return wall, points(results)
+    return wall, points(results), cpu_busy_s() - cpu0
 
 
 def where_time_goes(profile: Path) -> dict:
@@ -140,9 +150,10 @@ def main() -> int:
             run_ansible("ansible-playbook", "-i", str(inventory), str(REPO / "site.yml"), "-e", extra)
         one = sorted(h.name for h in res.hosts)[0]
         profile = work / "task-times.jsonl" if args.profile else None
-        wall_1, recs_1 = timed_sweep(inventory, work / "one-host", args.time_scale, "--limit", one, profile=profile)
-        wall_4, recs_4 = (None, []) if args.one_host else timed_sweep(inventory, work / "four-hosts",
-                                                                      args.time_scale, "-e", "spread=true")
+        wall_1, recs_1, cpu_1 = timed_sweep(inventory, work / "one-host", args.time_scale, "--limit", one,
+                                            profile=profile)
+        wall_4, recs_4, cpu_4 = (None, [], None) if args.one_host else timed_sweep(
+            inventory, work / "four-hosts", args.time_scale, "-e", "spread=true")
     finally:
         if not args.keep_up:
             simhosts.down(cluster=CLUSTER, log=lambda m: None)
@@ -154,7 +165,13 @@ def main() -> int:
     figures = {"backends": BACKENDS, "time_scale": args.time_scale, "one_host_s": round(wall_1, 1),
                "four_hosts_spread_s": wall_4 and round(wall_4, 1), "ratio": ratio and round(ratio, 3), "goal": GOAL,
                "overhead_one_host": over, "overhead_goal_s": OVERHEAD_GOAL, "every_point_once_and_passed": ok,
-               "statuses": {r["point"]: [r["host"], r["status"]] for r in recs_4}}
+               "statuses": {r["point"]: [r["host"], r["status"]] for r in recs_4},
+               # CPU work, every process of the machine: a run cannot take less wall time than its CPU-seconds spread
+               # over every CPU, so the 4-host run's CPU-seconds over all CPUs, against the 1-host wall time, is a
+               # floor under the ratio that only less work (not less waiting) can lower.
+               "cpus": os.cpu_count(), "one_host_cpu_s": round(cpu_1, 1),
+               "four_hosts_cpu_s": cpu_4 and round(cpu_4, 1),
+               "ratio_floor_on_these_cpus": cpu_4 and round(cpu_4 / (os.cpu_count() * wall_1), 3)}
     if profile is not None:
         figures["where_time_goes"] = where_time_goes(profile)
     if args.json:
@@ -162,7 +179,8 @@ def main() -> int:
     else:
         print(f"4-point sweep ({', '.join(BACKENDS)}), simulator time scale {args.time_scale}, benchmark on:")
         print(f"  1 host:                 {wall_1:7.1f} s, of which server start + bench_serving "
-              f"{over['server_start_and_bench_s']:.1f} s")
+              f"{over['server_start_and_bench_s']:.1f} s; {cpu_1:.1f} CPU-s on this machine's {os.cpu_count()} CPUs "
+              f"({cpu_1 / wall_1:.2f} busy on average)")
         print(f"  overhead per point:     {over['per_point_s']:7.2f} s (goal <= {OVERHEAD_GOAL:.0f} s); "
               "in each record: " + ", ".join(f"{p} {v:.2f} s" for p, v in over["per_point_in_record_s"].items()))
         print(f"    of which inside bench_serving's levels, outside its durations (warmup, fixed 1 s pause, ...): "
@@ -179,6 +197,10 @@ def main() -> int:
             where = ", ".join(f"{p} on {h} {s}" for p, (h, s) in figures["statuses"].items())
             print(f"  4 hosts, spread=true:   {wall_4:7.1f} s  ({where})")
             print(f"  ratio {ratio:.3f} (goal <= {GOAL}); every point recorded once and passed: {ok}")
+            print(f"    4-host run: {cpu_4:.1f} CPU-s ({cpu_4 / wall_4:.2f} of {os.cpu_count()} CPUs busy on average); "
+                  f"floor under the ratio on {os.cpu_count()} CPUs (that CPU work over all of them, against the "
+                  "1-host wall time): "
+                  f"{figures['ratio_floor_on_these_cpus']:.3f}")
     if not ok:
         return 2
     return 0 if (ratio is None or ratio <= GOAL) and over["per_point_s"] <= OVERHEAD_GOAL else 1
