@@ -41,6 +41,7 @@ BACKENDS = ["auto", "flashinfer_cutedsl", "flashinfer_cutlass", "triton"]
 CLUSTER = "bench-sweep"
 GOAL = 0.35
 OVERHEAD_GOAL = 10.0
+CPU_SPLITS: list[dict[str, float]] = []  # per timed sweep, in order: where its CPU-seconds went
 
 
 def points(results: Path, kind: str = "point") -> list[dict]:
@@ -90,6 +91,39 @@ def cpu_busy_s() -> float:
     return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
+SIM_CGROUP = Path("/sys/fs/cgroup/unified/moesweep-sim")  # every simulated host's subtree (moesweep.sim.nspawn)
+
+
+def sim_cgroup_usage_s() -> dict[str, float]:
+    """CPU-seconds per cgroup of the simulated hosts (cgroup v2 ``cpu.stat`` ``usage_usec``, which counts the
+    group's descendants, stopped ones too), down to their services: each host's own, its systemd's slices and
+    units (the server is ``system.slice/sglang.service``, modules run in ``user.slice``'s SSH sessions)."""
+    out = {}
+    if not SIM_CGROUP.is_dir():
+        return out
+    for stat in SIM_CGROUP.glob("**/cpu.stat"):
+        rel = stat.parent.relative_to(SIM_CGROUP)
+        if len(rel.parts) > 4:
+            continue
+        for line in stat.read_text().splitlines():
+            if line.startswith("usage_usec "):
+                out[str(rel)] = int(line.split()[1]) / 1e6
+    return out
+
+
+def cpu_split(before: dict[str, float], after: dict[str, float], total: float) -> dict[str, float]:
+    """Where a run's CPU-seconds went: the controller (the machine less the simulated hosts) and, summed over the
+    hosts, the groups below each host (by their path under it: ``system.slice/sglang.service``, ...)."""
+    split = {"controller": total - (after.get(".", 0.0) - before.get(".", 0.0))}
+    for key, used in after.items():
+        parts = Path(key).parts
+        if len(parts) < 2:
+            continue
+        name = "/".join(parts[1:])
+        split[name] = split.get(name, 0.0) + used - before.get(key, 0.0)
+    return {k: round(v, 1) for k, v in sorted(split.items(), key=lambda kv: -kv[1]) if v >= 0.5}
+
+
 def timed_sweep(inventory: Path, results: Path, time_scale: float, *args: str,
                 profile: Path | None = None) -> tuple[float, list[dict], float]:
     env = None
@@ -98,11 +132,13 @@ def timed_sweep(inventory: Path, results: Path, time_scale: float, *args: str,
                "ANSIBLE_CALLBACKS_ENABLED": "moesweep.sweep.results,task_times", "MOESWEEP_TASK_TIMES": str(profile)}
     settings = {"sglang_server_extra_environment": {"MOESWEEP_SIM_TIME_SCALE": str(time_scale), **SIM_RATES},
                 "sglang_server_ready_timeout": 600, "results_dir": str(results), "rerun": True, **SMALL_BENCH}
-    t0, cpu0 = time.monotonic(), cpu_busy_s()
+    t0, cpu0, groups0 = time.monotonic(), cpu_busy_s(), sim_cgroup_usage_s()
     run_ansible("ansible-playbook", "-i", str(inventory), "sweep.yml", "-e", json.dumps(settings),
                 "-e", "backends=" + ",".join(BACKENDS), *args, check=False, env=env)
     wall = time.monotonic() - t0
-    return wall, points(results), cpu_busy_s() - cpu0
+    cpu = cpu_busy_s() - cpu0
+    CPU_SPLITS.append(cpu_split(groups0, sim_cgroup_usage_s(), cpu))
+    return wall, points(results), cpu
 
 
 def where_time_goes(profile: Path) -> dict:
@@ -171,7 +207,8 @@ def main() -> int:
                # floor under the ratio that only less work (not less waiting) can lower.
                "cpus": os.cpu_count(), "one_host_cpu_s": round(cpu_1, 1),
                "four_hosts_cpu_s": cpu_4 and round(cpu_4, 1),
-               "ratio_floor_on_these_cpus": cpu_4 and round(cpu_4 / (os.cpu_count() * wall_1), 3)}
+               "ratio_floor_on_these_cpus": cpu_4 and round(cpu_4 / (os.cpu_count() * wall_1), 3),
+               "cpu_split": CPU_SPLITS}
     if profile is not None:
         figures["where_time_goes"] = where_time_goes(profile)
     if args.json:
@@ -181,6 +218,7 @@ def main() -> int:
         print(f"  1 host:                 {wall_1:7.1f} s, of which server start + bench_serving "
               f"{over['server_start_and_bench_s']:.1f} s; {cpu_1:.1f} CPU-s on this machine's {os.cpu_count()} CPUs "
               f"({cpu_1 / wall_1:.2f} busy on average)")
+        print("    where: " + ", ".join(f"{k} {v}" for k, v in list(CPU_SPLITS[0].items())[:10]))
         print(f"  overhead per point:     {over['per_point_s']:7.2f} s (goal <= {OVERHEAD_GOAL:.0f} s); "
               "in each record: " + ", ".join(f"{p} {v:.2f} s" for p, v in over["per_point_in_record_s"].items()))
         print(f"    of which inside bench_serving's levels, outside its durations (warmup, fixed 1 s pause, ...): "
@@ -201,6 +239,7 @@ def main() -> int:
                   f"floor under the ratio on {os.cpu_count()} CPUs (that CPU work over all of them, against the "
                   "1-host wall time): "
                   f"{figures['ratio_floor_on_these_cpus']:.3f}")
+            print("    where: " + ", ".join(f"{k} {v}" for k, v in list(CPU_SPLITS[-1].items())[:10]))
     if not ok:
         return 2
     return 0 if (ratio is None or ratio <= GOAL) and over["per_point_s"] <= OVERHEAD_GOAL else 1
