@@ -36,16 +36,20 @@ def brief(figures):
     return dict((k, figures[k]) for k in BRIEF_FIGURES if k in (figures or {}))
 
 
-def new(levels, reused, pid, started):
+def new(levels, reused, pid, started, key=None):
     """The first version: ``levels`` [(concurrency, num_prompts)], ``reused`` {concurrency: an earlier run's level
-    summary} (those levels are not run again)."""
+    summary} (those levels are not run again), ``key`` the job's key (sglang_bench's job_key: its caller's name
+    for this one start, which its readers match; None when it was given none)."""
     out = []
     for c, n in levels:
         entry = {"concurrency": c, "num_prompts": n, "state": "pending"}
         if c in reused:
             entry.update(state="reused", ok=bool(reused[c].get("ok")), figures=brief(reused[c].get("figures")))
         out.append(entry)
-    return {"version": 1, "pid": pid, "started": started, "levels": out}
+    doc = {"version": 1, "pid": pid, "started": started, "levels": out}
+    if key:
+        doc["job_key"] = key
+    return doc
 
 
 def update(doc, concurrency, state, **fields):
@@ -93,11 +97,18 @@ def newer(doc, seen):
         return True
 
 
-def of_job(doc, job_started):
-    """Whether ``doc`` was written by the job that started at ``job_started`` (its results file's first write),
-    not left in the directory by an earlier run."""
+def of_job(doc, job_started, key=None):
+    """Whether ``doc`` was written by the job that started at ``job_started`` (its results file's first write).
+    With the job's ``key`` (sglang_bench's job_key) only a document that carries that key is: neither one an
+    earlier run left in the directory nor one of a later job there (a reader whose controller went away can still
+    run on the host for a while, and a new job then holds the directory). Without a key the document is the job's
+    when it started after the job did, which a later job's document does too."""
+    if doc is None:
+        return False
+    if key:
+        return doc.get("job_key") == key
     try:
-        return doc is not None and float(doc.get("started")) >= float(job_started) - 0.1
+        return float(doc.get("started")) >= float(job_started) - 0.1
     except (TypeError, ValueError):
         return False
 
@@ -110,18 +121,19 @@ def release(output_dir, now):
             fh.write("released at %.3f\n" % now)
 
 
-def release_job(output_dir, results_file, now):
-    """Open the gate of the gated job whose async results file is ``results_file``, but only once the progress
-    document in ``output_dir`` is that job's own: the job clears its directory's go and stop files when it plans its
-    levels, so a go file written before would be lost. Returns whether the gate is open. sglang_smoke calls it the
-    moment its check passed on the host (sglang_bench_wait, which releases too, reads the document itself)."""
+def release_job(output_dir, results_file, now, key=None):
+    """Open the gate of the gated job whose async results file is ``results_file`` (and whose key is ``key``, when
+    it was given one), but only once the progress document in ``output_dir`` is that job's own: the job clears its
+    directory's go and stop files when it plans its levels, so a go file written before would be lost, and a later
+    job's gate is never this job's to open. Returns whether the gate is open. sglang_smoke calls it the moment its
+    check passed on the host (sglang_bench_wait, which releases too, reads the document itself)."""
     try:
         job_started = os.stat(results_file).st_mtime
         with open(os.path.join(output_dir, PROGRESS_FILE)) as fh:
             doc = parse(fh.read())
     except (IOError, OSError):
         return False
-    if not of_job(doc, job_started):
+    if not of_job(doc, job_started, key):
         return False
     release(output_dir, now)
     return True

@@ -153,6 +153,15 @@ options:
         that no request is sent before the smoke check passed.
     type: bool
     default: false
+  job_key:
+    description:
+      - A name for this one start of the job, chosen by the caller and unique to it (the sglang_bench role gives
+        each start a fresh one). It goes into the progress document, and the readers given the same key
+        (M(moesweep.sweep.sglang_bench_wait) O(moesweep.sweep.sglang_bench_wait#module:job_key),
+        M(moesweep.sweep.sglang_smoke) O(moesweep.sweep.sglang_smoke#module:release_job_key)) take no other job's
+        progress for this one's and open no other job's gate - not even a later job's in the same O(output_dir),
+        which a reader left on the host by a controller that went away would otherwise release early.
+    type: str
   gate_timeout:
     description:
       - Seconds a gated job waits for its C(go) file. Must be greater than 0. A job started before the server covers
@@ -622,6 +631,7 @@ def main():
             rerun=dict(type="bool", default=False),
             gated=dict(type="bool", default=False),
             gate_timeout=dict(type="float", default=600.0),
+            job_key=dict(type="str", no_log=False),
             telemetry=dict(type="bool", default=True),
             telemetry_interval_ms=dict(type="int", default=250),
             nvidia_smi_path=dict(type="path"),
@@ -693,7 +703,7 @@ def main():
             os.unlink(os.path.join(p["output_dir"], name))  # a request to an earlier run (before its progress below)
         except OSError:
             pass
-    progress = [bench_progress.new(levels, reused, os.getpid(), time.time())]
+    progress = [bench_progress.new(levels, reused, os.getpid(), time.time(), key=p["job_key"])]
 
     def publish():
         try:

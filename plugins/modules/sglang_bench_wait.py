@@ -36,6 +36,12 @@ options:
     description: The benchmark's O(moesweep.sweep.sglang_bench#module:output_dir).
     type: path
     required: true
+  job_key:
+    description:
+      - The job's O(moesweep.sweep.sglang_bench#module:job_key). Only a progress document that carries it is the
+        job's (reported, and released with O(go=true)); without it, any document that started after the job's results
+        file was first written is, a later job's in the same O(output_dir) too.
+    type: str
   wait:
     description: Longest time one call waits for news, in seconds (then it returns RV(finished=false) unchanged).
     type: float
@@ -110,8 +116,8 @@ finished:
   sample: false
 progress:
   description:
-    - The job's progress document, null before it wrote one - C(version), C(pid), C(started) and C(levels), one
-      entry per level in order with C(concurrency), C(num_prompts), C(state) (V(pending), V(running), V(done),
+    - The job's progress document, null before it wrote one - C(version), C(pid), C(started), C(job_key) (when the
+      job was given one) and C(levels), one entry per level in order with C(concurrency), C(num_prompts), C(state) (V(pending), V(running), V(done),
       V(failed), V(reused)), and once it ended C(ok), C(figures) (output / total / request throughput, median and
       p99 TTFT, median ITL, duration, completed), C(t_start), C(t_end), C(error).
   returned: always
@@ -166,6 +172,7 @@ def main():
         argument_spec=dict(
             results_file=dict(type="path", required=True),
             output_dir=dict(type="path", required=True),
+            job_key=dict(type="str", no_log=False),
             wait=dict(type="float", default=30.0),
             stop=dict(type="bool", default=False),
             go=dict(type="bool", default=False),
@@ -202,7 +209,7 @@ def main():
     while True:
         final = job_result(_read(p["results_file"]))
         mine = bench_progress.parse(_read(progress_path))
-        if bench_progress.of_job(mine, job_started):
+        if bench_progress.of_job(mine, job_started, p["job_key"]):
             doc = mine
             if p["go"] and not module.check_mode and not asked:
                 try:

@@ -102,6 +102,11 @@ options:
         O(release_output_dir) by an earlier run never counts as the job's.
       - Requires O(release_output_dir).
     type: path
+  release_job_key:
+    description:
+      - That job's O(moesweep.sweep.sglang_bench#module:job_key): only the job whose progress carries it is
+        released (never a later job in the same directory).
+    type: str
 attributes:
   check_mode:
     support: none
@@ -251,6 +256,7 @@ def main():
             fail_on_error=dict(type="bool", default=True),
             release_output_dir=dict(type="path"),
             release_results_file=dict(type="path"),
+            release_job_key=dict(type="str", no_log=False),
         ),
         required_together=[("release_output_dir", "release_results_file")],
         supports_check_mode=False,
@@ -353,7 +359,8 @@ def main():
     if ok and p["release_output_dir"]:
         # the benchmark's first request follows at once; the task that follows this one releases it too
         try:
-            released = bench_progress.release_job(p["release_output_dir"], p["release_results_file"], time.time())
+            released = bench_progress.release_job(p["release_output_dir"], p["release_results_file"], time.time(),
+                                                  key=p["release_job_key"])
         except (IOError, OSError) as exc:
             module.warn("the check passed, but the benchmark's gate could not be opened here (%s): the next task "
                         "opens it" % exc)

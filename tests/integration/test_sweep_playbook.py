@@ -52,6 +52,13 @@ def records(results: Path, kind="point"):
     return out
 
 
+def failures(results: Path) -> list:
+    """(point, status, cause, message) of every record that did not pass: what a failed run's assertion shows
+    (the playbook's output ends with the summary, not the failed task's message)."""
+    return [(r["point"], r["status"], r.get("cause"), r.get("failed_msg"))
+            for r in records(results) if r["status"] != "passed"]
+
+
 def previous_read(proc) -> str:
     """How the sweep's read of the server that ran before it ended: V(changed) when it also stopped that server."""
     return re.findall(r"TASK \[Read whether it was running[^\n]*\n(changed|ok): ", proc.stdout)[0]
@@ -206,7 +213,7 @@ def test_a_controller_killed_mid_benchmark_leaves_a_job_that_the_next_run_stops_
     orphan = bench_cluster.sh(host, f"cat {point_dir}/bench.lock").stdout.strip()
     assert orphan and bench_cluster.sh(host, f"kill -0 {orphan}").returncode == 0, "no benchmark outlived the kill"
     again = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert again.returncode == 0, again.stdout[-3000:]
+    assert again.returncode == 0, (failures(results), again.stdout[-3000:])
     rec = records(results)[-1]
     assert rec["point"] == "triton" and rec["status"] == "passed", (rec["status"], rec.get("failed_msg"))
     assert rec["benchmark"]["stopped_run"] == int(orphan)

@@ -49,6 +49,16 @@ def test_progress_older_than_the_job_is_not_the_jobs():
     assert not bp.of_job({"levels": []}, 1.0) and not bp.of_job(None, 1.0)
 
 
+def test_with_a_key_only_the_document_that_carries_it_is_the_jobs():
+    mine = bp.new([(1, 16)], {}, pid=1, started=100.0, key="h-1")
+    later = bp.new([(1, 16)], {}, pid=2, started=160.0, key="h-2")  # the next run's job, same directory
+    assert mine["job_key"] == "h-1" and "job_key" not in bp.new([(1, 16)], {}, pid=1, started=100.0)
+    assert bp.of_job(mine, 99.5, "h-1") and not bp.of_job(later, 99.5, "h-1")
+    assert not bp.of_job(bp.new([(1, 16)], {}, pid=3, started=100.0), 99.5, "h-1")  # a job given no key
+    # without its key a reader takes the later job's document for its own: what the key is for
+    assert bp.of_job(later, 99.5)
+
+
 def test_parse_takes_only_a_progress_document(tmp_path):
     path = tmp_path / bp.PROGRESS_FILE
     doc = bp.new([(4, 8)], {}, pid=3, started=1.0)
@@ -143,5 +153,11 @@ def test_a_job_is_released_only_once_its_own_progress_is_there(tmp_path):
     assert bp.release_job(str(tmp_path), str(results), 301.0) is True
     assert (tmp_path / bp.GO_FILE).read_text() == "released at 300.000\n"
     assert bp.wait_gate(str(tmp_path), 5, time.monotonic, lambda s: None) == "go"
+    # with the job's key, a later job's document in the same directory is not the job's: its gate stays shut
+    (tmp_path / bp.GO_FILE).unlink()
+    bp.write(str(tmp_path / bp.PROGRESS_FILE), bp.new([(1, 4)], {}, pid=3, started=260.0, key="next"))
+    assert bp.release_job(str(tmp_path), str(results), 303.0, key="this") is False
+    assert not (tmp_path / bp.GO_FILE).exists()
+    assert bp.release_job(str(tmp_path), str(results), 303.0, key="next") is True
     # a results file that is gone (the job was consumed): nothing to release
     assert bp.release_job(str(tmp_path / "gone"), str(tmp_path / "missing.results"), 302.0) is False

@@ -59,6 +59,17 @@ def test_progress_an_earlier_run_left_is_not_reported(job):
     assert kind == "exit" and r["progress"] is None and r["finished"] is False
 
 
+def test_a_later_jobs_progress_is_neither_reported_nor_released(job):
+    """A wait whose controller was killed keeps polling on the host for its last seconds; the next run's job in the
+    same directory (another key) is not its job: its progress is not reported and its gate is not opened."""
+    job.progress(bp.new([(1, 4)], {}, pid=os.getpid(), started=job.started + 30, key="next-run"))
+    kind, r = job(job_key="killed-run", go=True)
+    assert kind == "exit" and r["progress"] is None and r["finished"] is False
+    assert not (job.out / bp.GO_FILE).exists()
+    kind, r = job(job_key="next-run", go=True)  # the job's own wait
+    assert kind == "exit" and r["progress"]["job_key"] == "next-run" and (job.out / bp.GO_FILE).exists()
+
+
 def test_a_finished_job_returns_its_result(job):
     job.progress(bp.update(bp.new([(1, 4)], {}, pid=os.getpid(), started=job.started + 1), 1, "done", ok=True))
     job.finish({"changed": True, "state": "ok", "levels": [{"concurrency": 1, "ok": True}], "msg": "ok: c1",
