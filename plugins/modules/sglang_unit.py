@@ -21,11 +21,13 @@ description:
   - Runs C(systemctl daemon-reload) when the unit file changed or when systemd runs an older copy than the file on
     disk (C(NeedDaemonReload=yes), left by a run that stopped between writing and reloading); enables or disables
     the unit at boot when O(enabled) is given; then reads the unit's state with C(systemctl show).
+  - Creates the O(directories) the unit needs (the service user's home and caches, the configuration directory) when
+    they are missing, and gives each its owner, group and mode, before the files are written.
   - RV(config_changed) is the decision a restart hangs on, true when the unit or its environment file changed, or systemd
     had not loaded the unit file on disk. Owner or mode repairs alone change no configuration.
   - Replaces two C(ansible.builtin.template) tasks and two C(ansible.builtin.systemd_service) calls (each its own
-    SSH round trip) at every sweep point; the content is rendered on the controller by the caller
-    (C(lookup('ansible.builtin.template', ...))).
+    SSH round trip) at every sweep point, and the C(ansible.builtin.file) calls of the directories once per host; the
+    content is rendered on the controller by the caller (C(lookup('ansible.builtin.template', ...))).
 options:
   name:
     description: The unit's name, for example C(sglang.service).
@@ -53,6 +55,30 @@ options:
   enabled:
     description: Enable (V(true)) or disable (V(false)) the unit at boot. Omitted, left as it is.
     type: bool
+  directories:
+    description:
+      - Directories the unit needs, in order (a parent before its children), each created when missing and given
+        its owner, group and mode. The owner and group must exist (in check mode a missing one only predicts a change).
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path:
+        description: The directory.
+        type: path
+        required: true
+      owner:
+        description: Its owner (a user name).
+        type: str
+        default: root
+      group:
+        description: Its group (a group name).
+        type: str
+        default: root
+      mode:
+        description: Its mode, in octal (for example C("0750")).
+        type: str
+        required: true
 author:
   - moesweep contributors (!UNKNOWN)
 extends_documentation_fragment:
@@ -86,6 +112,9 @@ EXAMPLES = r"""
     env_path: /etc/sglang/sglang.env
     env_content: "{{ lookup('ansible.builtin.template', 'sglang.env.j2') }}"
     enabled: false
+    directories:
+      - {path: /var/lib/sglang, owner: sglang, group: sglang, mode: "0750"}
+      - {path: /etc/sglang, mode: "0755"}
   register: unit
 
 - name: Restart only when the configuration changed
@@ -119,6 +148,12 @@ enabled:
   description: Whether the unit is enabled at boot after the call (in check mode, would be).
   returned: always
   type: bool
+directories_changed:
+  description: The O(directories) created or given their owner, group or mode (in check mode, that would be).
+  returned: always
+  type: list
+  elements: str
+  sample: ["/var/lib/sglang/.cache/sglang"]
 status:
   description: C(systemctl show) of the unit after the call.
   returned: always
@@ -126,7 +161,9 @@ status:
   sample: {"ActiveState": "active", "SubState": "running", "NeedDaemonReload": "no", "UnitFileState": "disabled"}
 """
 
+import grp
 import os
+import pwd
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
@@ -186,6 +223,45 @@ def fix_attrs(path, mode):
     os.chown(path, 0, 0)
 
 
+def directory_state(path, uid, gid, mode):
+    """(missing, owner or mode differ) of the directory ``path``; ``uid`` / ``gid`` None: not known yet."""
+    try:
+        st = os.stat(path)
+    except (IOError, OSError):
+        return True, True
+    return False, (st.st_mode & 0o7777) != mode or st.st_uid != uid or st.st_gid != gid
+
+
+def ensure_directories(module, directories):
+    """Create the missing ``directories`` and fix their owner, group and mode (nothing in check mode): the paths
+    changed, in order."""
+    changed = []
+    for d in directories:
+        try:
+            mode = int(str(d["mode"]), 8)
+        except ValueError:
+            module.fail_json(msg="directories: the mode of %s must be octal, like \"0750\" (got %r)"
+                                 % (d["path"], d["mode"]))
+        try:
+            uid, gid = pwd.getpwnam(d["owner"]).pw_uid, grp.getgrnam(d["group"]).gr_gid
+        except KeyError:
+            if not module.check_mode:
+                module.fail_json(msg="directories: %s needs owner %s and group %s, and one of them does not exist on the "
+                                     "host: create them first" % (d["path"], d["owner"], d["group"]))
+            uid = gid = None  # check mode, before the user exists: a change is predicted
+        missing, attrs = directory_state(d["path"], uid, gid, mode)
+        if not (missing or attrs):
+            continue
+        changed.append(d["path"])
+        if module.check_mode:
+            continue
+        if missing:
+            os.mkdir(d["path"], mode)
+        os.chown(d["path"], uid, gid)
+        os.chmod(d["path"], mode)
+    return changed
+
+
 def verify_unit(module, name, content):
     """(ok, output) of ``systemd-analyze verify`` on the candidate unit under its real name, from a private temporary
     directory (systemd never sees it)."""
@@ -214,6 +290,12 @@ def main():
             env_content=dict(type="str", no_log=True),
             verify=dict(type="bool", default=True),
             enabled=dict(type="bool"),
+            directories=dict(type="list", elements="dict", default=[], options=dict(
+                path=dict(type="path", required=True),
+                owner=dict(type="str", default="root"),
+                group=dict(type="str", default="root"),
+                mode=dict(type="str", required=True),
+            )),
         ),
         required_together=[("env_path", "env_content")],
         supports_check_mode=True,
@@ -250,6 +332,7 @@ def main():
                              reloaded=False, stale=stale, enabled=None, status=before)
 
     reloaded = unit_changed or stale
+    directories_changed = ensure_directories(module, p["directories"])
     if not module.check_mode:
         # the environment file first: a unit that names it never starts against a missing one
         if env_changed:
@@ -273,9 +356,11 @@ def main():
             after = show()
             is_enabled = after.get("UnitFileState", "") in ENABLED_STATES
 
-    changed = unit_changed or env_changed or unit_attrs or env_attrs or reloaded or enabled_changed
+    changed = (unit_changed or env_changed or unit_attrs or env_attrs or reloaded or enabled_changed
+               or bool(directories_changed))
     result = dict(changed=changed, config_changed=unit_changed or env_changed or stale, unit_changed=unit_changed,
-                  env_changed=env_changed, reloaded=reloaded, stale=stale, enabled=is_enabled, status=after)
+                  env_changed=env_changed, reloaded=reloaded, stale=stale, enabled=is_enabled,
+                  directories_changed=directories_changed, status=after)
     if before_text is not None:
         result["diff"] = {"before_header": p["unit_path"], "after_header": p["unit_path"], "before": before_text,
                           "after": p["unit_content"]}

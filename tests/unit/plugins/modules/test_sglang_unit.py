@@ -163,3 +163,56 @@ def test_env_path_without_content_is_refused(run_module, systemd, tmp_path):
     del a["env_content"]
     kind, res = run_module(sglang_unit, a)
     assert kind == "fail" and "env_content" in res["msg"]
+
+
+def dirs(tmp_path, owner="root", group="root"):
+    home = tmp_path / "home"
+    return [{"path": str(home), "owner": owner, "group": group, "mode": "0750"},
+            {"path": str(home / ".cache"), "owner": owner, "group": group, "mode": "0750"},
+            {"path": str(tmp_path / "conf"), "mode": "0755"}]
+
+
+def test_directories_are_created_with_their_mode_then_left_alone(run_module, systemd, tmp_path):
+    systemd()
+    kind, res = run_module(sglang_unit, args(tmp_path, directories=dirs(tmp_path)))
+    assert kind == "exit", res
+    assert res["changed"] and res["directories_changed"] == [d["path"] for d in dirs(tmp_path)]
+    for d in dirs(tmp_path):
+        st = os.stat(d["path"])
+        assert st.st_mode & 0o7777 == int(d["mode"], 8) and (st.st_uid, st.st_gid) == (os.getuid(), os.getgid())
+    systemd()
+    kind, res = run_module(sglang_unit, args(tmp_path, directories=dirs(tmp_path)))
+    assert not res["changed"] and res["directories_changed"] == []
+    # a mode changed by hand is repaired, and changes no configuration (no restart hangs on it)
+    os.chmod(tmp_path / "home" / ".cache", 0o777)
+    systemd()
+    kind, res = run_module(sglang_unit, args(tmp_path, directories=dirs(tmp_path)))
+    assert res["changed"] and not res["config_changed"]
+    assert res["directories_changed"] == [str(tmp_path / "home" / ".cache")]
+    assert os.stat(tmp_path / "home" / ".cache").st_mode & 0o7777 == 0o750
+
+
+def test_directories_in_check_mode_are_predicted_not_made(run_module, systemd, tmp_path):
+    systemd()
+    # the service user does not exist yet in check mode (the user task only predicted it): a change, not a failure
+    kind, res = run_module(sglang_unit, args(tmp_path, directories=dirs(tmp_path, owner="moesweep-no-such-user"),
+                                             _ansible_check_mode=True))
+    assert kind == "exit", res
+    assert res["directories_changed"] == [d["path"] for d in dirs(tmp_path)]
+    assert not (tmp_path / "home").exists() and not (tmp_path / "conf").exists()
+
+
+def test_a_directory_owner_that_does_not_exist_is_refused_before_anything_is_written(run_module, systemd, tmp_path):
+    systemd()
+    kind, res = run_module(sglang_unit, args(tmp_path, directories=dirs(tmp_path, owner="moesweep-no-such-user")))
+    assert kind == "fail"
+    assert "moesweep-no-such-user" in res["msg"] and "does not exist" in res["msg"]
+    assert not (tmp_path / "home").exists() and not (tmp_path / "system").exists()
+
+
+def test_a_mode_that_is_not_octal_is_refused(run_module, systemd, tmp_path):
+    systemd()
+    bad = dirs(tmp_path)[:1]
+    bad[0]["mode"] = "rwx"
+    kind, res = run_module(sglang_unit, args(tmp_path, directories=bad))
+    assert kind == "fail" and "octal" in res["msg"] and "rwx" in res["msg"]
