@@ -104,7 +104,7 @@ options:
     type: path
   release_job_key:
     description:
-      - That job's O(moesweep.sweep.sglang_bench#module:job_key): only the job whose progress carries it is
+      - That job's O(moesweep.sweep.sglang_bench#module:job_key). Only the job whose progress carries it is
         released (never a later job in the same directory).
     type: str
 attributes:
