@@ -75,5 +75,5 @@ class StrategyModule(FreeStrategyModule):
             self._news.wait(self._max_wait)
         # cleared before the results are read: one that arrives after this sets it again, so none waits unseen
         self._news.clear()
-        return super(StrategyModule, self)._process_pending_results(iterator, one_pass=one_pass,
-                                                                     max_passes=max_passes)
+        parent = super(StrategyModule, self)
+        return parent._process_pending_results(iterator, one_pass=one_pass, max_passes=max_passes)
