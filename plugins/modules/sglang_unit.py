@@ -164,6 +164,7 @@ status:
 import grp
 import os
 import pwd
+import stat
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
@@ -224,11 +225,14 @@ def fix_attrs(path, mode):
 
 
 def directory_state(path, uid, gid, mode):
-    """(missing, owner or mode differ) of the directory ``path``; ``uid`` / ``gid`` None: not known yet."""
+    """(missing, owner or mode differ) of the directory ``path``; ``uid`` / ``gid`` None: not known yet. None when
+    ``path`` exists but is not a directory."""
     try:
         st = os.stat(path)
     except (IOError, OSError):
         return True, True
+    if not stat.S_ISDIR(st.st_mode):
+        return None
     return False, (st.st_mode & 0o7777) != mode or st.st_uid != uid or st.st_gid != gid
 
 
@@ -249,7 +253,10 @@ def ensure_directories(module, directories):
                 module.fail_json(msg="directories: %s needs owner %s and group %s, and one of them does not exist on the "
                                      "host: create them first" % (d["path"], d["owner"], d["group"]))
             uid = gid = None  # check mode, before the user exists: a change is predicted
-        missing, attrs = directory_state(d["path"], uid, gid, mode)
+        state = directory_state(d["path"], uid, gid, mode)
+        if state is None:
+            module.fail_json(msg="directories: %s exists but is not a directory: move it away" % d["path"])
+        missing, attrs = state
         if not (missing or attrs):
             continue
         changed.append(d["path"])

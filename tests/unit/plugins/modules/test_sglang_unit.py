@@ -216,3 +216,11 @@ def test_a_mode_that_is_not_octal_is_refused(run_module, systemd, tmp_path):
     bad[0]["mode"] = "rwx"
     kind, res = run_module(sglang_unit, args(tmp_path, directories=bad))
     assert kind == "fail" and "octal" in res["msg"] and "rwx" in res["msg"]
+
+
+def test_a_directory_path_that_is_a_file_is_refused(run_module, systemd, tmp_path):
+    systemd()
+    (tmp_path / "home").write_text("not a directory")
+    kind, res = run_module(sglang_unit, args(tmp_path, directories=dirs(tmp_path)[:1]))
+    assert kind == "fail" and "is not a directory" in res["msg"]
+    assert (tmp_path / "home").read_text() == "not a directory" and not (tmp_path / "system").exists()
