@@ -12,12 +12,13 @@ short_description: The free strategy, idle while every host's task runs
 description:
   - ansible-core's C(free) strategy (each host runs its tasks as fast as it can, without waiting for the other hosts),
     unchanged but for how it waits - when every host is busy with a task in a worker and no result has come back, it
-    sleeps until a worker's result arrives (at most 50 times C(internal_poll_interval), and at most 50 ms), instead of
-    reading every host's state again every C(internal_poll_interval) (1 ms by default).
+    sleeps until a worker's result arrives (at most 50 ms), instead of reading every host's state again every
+    C(internal_poll_interval) (1 ms by default).
   - A sweep's tasks are mostly long module calls (readiness, the benchmark), and ansible-core's loop cost the
-    controller about 10 CPU-seconds in a 1-host, 4-point sweep of about 105 s (C(bench/sweep_wall.py) - the controller's
-    CPU-seconds 32.6 to 35.7 with C(free), 23.7 to 27.4 with this one), on the same cores as the simulated hosts of the
-    tests and the benchmarks. A result is handled as soon as it arrives, so no task starts later than with C(free).
+    controller about 10 CPU-seconds in a 1-host, 4-point sweep of about 105 s (C(bench/sweep_wall.py) - the
+    controller's CPU-seconds 32.6 to 36.1 with C(free), 22.9 to 27.4 with this one, six runs each), on the same cores
+    as the simulated hosts of the tests and the benchmarks. A result is handled as soon as it arrives, so no task
+    starts later than with C(free).
   - Used by C(playbooks/sweep.yml) on hosts that are not a node group (a node group runs C(linear)).
 version_added: "0.1.0"
 author: moesweep contributors (!UNKNOWN)
@@ -26,11 +27,9 @@ author: moesweep contributors (!UNKNOWN)
 import collections
 import threading
 
-from ansible import constants as C
 from ansible.plugins.strategy.free import StrategyModule as FreeStrategyModule
 
 # The longest wait for a result while every host is busy: a bound, should a host become runnable some other way.
-MAX_WAIT_FACTOR = 50
 MAX_WAIT_S = 0.05
 
 
@@ -66,7 +65,7 @@ class StrategyModule(FreeStrategyModule):
         # no task is queued yet, so no result can have arrived: the results thread appends to this one from now on
         with self._results_lock:
             self._results = _SignallingDeque(self._news)
-        self._max_wait = min(MAX_WAIT_S, C.DEFAULT_INTERNAL_POLL_INTERVAL * MAX_WAIT_FACTOR)
+        self._max_wait = MAX_WAIT_S
 
     def _process_pending_results(self, iterator, one_pass=False, max_passes=None):
         if self._pending_results > 0 and not self._results and all_busy(

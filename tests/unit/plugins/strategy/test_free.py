@@ -55,6 +55,58 @@ def test_the_results_queue_sets_the_event_on_every_append():
     waiter.join()
 
 
+class Iterator:
+    def __init__(self, tasks):
+        self.tasks = tasks
+
+    def get_next_task_for_host(self, host, peek=False):
+        assert peek
+        return None, self.tasks[host.name]
+
+
+def strategy(monkeypatch, hosts, blocked, max_wait):
+    """A moesweep.sweep.free strategy without a task queue manager: its waiting half, over ansible-core's
+    _process_pending_results stubbed to record when it ran (it reads the results the strategy was woken for)."""
+    calls = []
+    monkeypatch.setattr(free.FreeStrategyModule, "_process_pending_results",
+                        lambda self, iterator, one_pass=False, max_passes=None: calls.append(time.monotonic()) or [])
+    s = free.StrategyModule.__new__(free.StrategyModule)
+    s._news = threading.Event()
+    s._results = free._SignallingDeque(s._news)
+    s._pending_results = 1
+    s._blocked_hosts = blocked
+    s._tqm = type("TQM", (), {"_unreachable_hosts": {}})()
+    s._max_wait = max_wait
+    s.get_hosts_left = lambda iterator: hosts
+    return s, calls
+
+
+def test_a_busy_strategy_wakes_when_a_result_arrives_not_at_its_bound(monkeypatch):
+    hosts = [Host("a"), Host("b")]
+    s, calls = strategy(monkeypatch, hosts, {"a": True}, max_wait=30)  # b is done: nothing can start
+    arrived = []
+    threading.Timer(0.2, lambda: (arrived.append(time.monotonic()), s._results.append("result"))).start()
+    t0 = time.monotonic()
+    s._process_pending_results(Iterator({"a": "task", "b": None}))
+    assert arrived and calls[0] >= arrived[0] and calls[0] - t0 < 10  # woken by the result, not after 30 s
+    assert not s._news.is_set()  # cleared before the results were read
+
+
+def test_a_strategy_with_a_host_to_start_does_not_wait(monkeypatch):
+    s, calls = strategy(monkeypatch, [Host("a"), Host("b")], {"a": True}, max_wait=30)
+    t0 = time.monotonic()
+    s._process_pending_results(Iterator({"a": "task", "b": "task"}))  # b has a task to start
+    assert calls and calls[0] - t0 < 10
+
+
+def test_a_result_already_queued_is_read_without_waiting(monkeypatch):
+    s, calls = strategy(monkeypatch, [Host("a")], {"a": True}, max_wait=30)
+    s._results.append("result")
+    t0 = time.monotonic()
+    s._process_pending_results(Iterator({"a": "task"}))
+    assert calls and calls[0] - t0 < 10
+
+
 PLAY = """
 - hosts: all
   gather_facts: false
