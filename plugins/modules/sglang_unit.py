@@ -21,13 +21,18 @@ description:
   - Runs C(systemctl daemon-reload) when the unit file changed or when systemd runs an older copy than the file on
     disk (C(NeedDaemonReload=yes), left by a run that stopped between writing and reloading); enables or disables
     the unit at boot when O(enabled) is given; then reads the unit's state with C(systemctl show).
+  - Makes the service O(account) the unit runs as when it is missing (a system group and a system user without a
+    login shell or a home made for it, in the supplementary groups asked), or gives an existing user the primary
+    group, supplementary groups, home and shell asked for (with C(groupadd), C(useradd) and C(usermod), as
+    C(ansible.builtin.group) and C(ansible.builtin.user) do); its other groups, UID and password are left alone.
   - Creates the O(directories) the unit needs (the service user's home and caches, the configuration directory) when
     they are missing, and gives each its owner, group and mode, before the files are written.
   - RV(config_changed) is the decision a restart hangs on, true when the unit or its environment file changed, or systemd
     had not loaded the unit file on disk. Owner or mode repairs alone change no configuration.
   - Replaces two C(ansible.builtin.template) tasks and two C(ansible.builtin.systemd_service) calls (each its own
-    SSH round trip) at every sweep point, and the C(ansible.builtin.file) calls of the directories once per host; the
-    content is rendered on the controller by the caller (C(lookup('ansible.builtin.template', ...))).
+    SSH round trip) at every sweep point, and the C(ansible.builtin.group), C(ansible.builtin.user) and
+    C(ansible.builtin.file) calls of the account and the directories once per host; the content is rendered on the
+    controller by the caller (C(lookup('ansible.builtin.template', ...))).
 options:
   name:
     description: The unit's name, for example C(sglang.service).
@@ -55,6 +60,34 @@ options:
   enabled:
     description: Enable (V(true)) or disable (V(false)) the unit at boot. Omitted, left as it is.
     type: bool
+  account:
+    description:
+      - The service account the unit runs as (its C(User=) and C(Group=)), made or corrected before the
+        O(directories) it owns. Omitted, no account is checked.
+      - A supplementary group in O(account.groups) that does not exist fails the task before anything is written.
+    type: dict
+    suboptions:
+      user:
+        description: The user's name.
+        type: str
+        required: true
+      group:
+        description: Its primary group's name.
+        type: str
+        required: true
+      groups:
+        description: Supplementary groups it must be in (added to the ones it has, for example C(video) for GPU access).
+        type: list
+        elements: str
+        default: []
+      home:
+        description: Its home directory (not created here; list it in O(directories)).
+        type: path
+        required: true
+      shell:
+        description: Its login shell.
+        type: str
+        default: /usr/sbin/nologin
   directories:
     description:
       - Directories the unit needs, in order (a parent before its children), each created when missing and given
@@ -112,6 +145,7 @@ EXAMPLES = r"""
     env_path: /etc/sglang/sglang.env
     env_content: "{{ lookup('ansible.builtin.template', 'sglang.env.j2') }}"
     enabled: false
+    account: {user: sglang, group: sglang, groups: [video], home: /var/lib/sglang}
     directories:
       - {path: /var/lib/sglang, owner: sglang, group: sglang, mode: "0750"}
       - {path: /etc/sglang, mode: "0755"}
@@ -148,6 +182,12 @@ enabled:
   description: Whether the unit is enabled at boot after the call (in check mode, would be).
   returned: always
   type: bool
+account_changed:
+  description: What was done to the O(account) (in check mode, would be); empty when it was as asked or not given.
+  returned: always
+  type: list
+  elements: str
+  sample: ["group sglang created", "user sglang created"]
 directories_changed:
   description: The O(directories) created or given their owner, group or mode (in check mode, that would be).
   returned: always
@@ -168,6 +208,7 @@ import stat
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.moesweep.sweep.plugins.module_utils.accounts import account_commands
 from ansible_collections.moesweep.sweep.plugins.module_utils.readiness import parse_show
 
 STATUS_PROPS = ("ActiveState", "SubState", "LoadState", "NeedDaemonReload", "UnitFileState", "MainPID",
@@ -236,6 +277,55 @@ def directory_state(path, uid, gid, mode):
     return False, (st.st_mode & 0o7777) != mode or st.st_uid != uid or st.st_gid != gid
 
 
+def account_state(want):
+    """(group exists, the user or None, its supplementary groups, which of the asked groups exist) from the host's
+    account databases, as account_commands takes them."""
+    def group_exists(name):
+        try:
+            grp.getgrnam(name)
+            return True
+        except KeyError:
+            return False
+
+    try:
+        pw = pwd.getpwnam(want["user"])
+    except KeyError:
+        user, member_of = None, []
+    else:
+        try:
+            primary = grp.getgrgid(pw.pw_gid).gr_name
+        except KeyError:
+            primary = str(pw.pw_gid)
+        user = {"group": primary, "home": pw.pw_dir, "shell": pw.pw_shell}
+        member_of = [g.gr_name for g in grp.getgrall() if want["user"] in g.gr_mem]
+    existing = [g for g in want["groups"] if group_exists(g)]
+    return group_exists(want["group"]), user, member_of, existing
+
+
+def plan_account(module, want):
+    """The commands that make the account as asked (account_commands); fails the task, before anything is written,
+    when it cannot be made."""
+    if want is None:
+        return []
+    error, commands = account_commands(want, *account_state(want))
+    if error:
+        module.fail_json(msg="account: " + error)
+    return commands
+
+
+def apply_account(module, commands):
+    """Run the account's commands in order; what was done (a failure says what was done before it)."""
+    done = []
+    for argv, what in commands:
+        rc, out, err = module.run_command([module.get_bin_path(argv[0], required=True)] + argv[1:],
+                                          environ_update={"LC_ALL": "C"})
+        if rc != 0:
+            module.fail_json(msg="account: %s failed (rc %d): %s" % (" ".join(argv), rc, (err or out).strip()),
+                             account_changed=done)
+        done.append(what)
+    return done
+
+
 def ensure_directories(module, directories):
     """Create the missing ``directories`` and fix their owner, group and mode (nothing in check mode): the paths
     changed, in order."""
@@ -297,6 +387,13 @@ def main():
             env_content=dict(type="str", no_log=True),
             verify=dict(type="bool", default=True),
             enabled=dict(type="bool"),
+            account=dict(type="dict", options=dict(
+                user=dict(type="str", required=True),
+                group=dict(type="str", required=True),
+                groups=dict(type="list", elements="str", default=[]),
+                home=dict(type="path", required=True),
+                shell=dict(type="str", default="/usr/sbin/nologin"),
+            )),
             directories=dict(type="list", elements="dict", default=[], options=dict(
                 path=dict(type="path", required=True),
                 owner=dict(type="str", default="root"),
@@ -322,6 +419,7 @@ def main():
         if rc != 0:
             module.fail_json(msg="systemctl %s failed (rc %d): %s" % (" ".join(argv), rc, (err or out).strip()))
 
+    account = plan_account(module, p["account"])
     unit_changed, unit_attrs = file_state(p["unit_path"], p["unit_content"], UNIT_MODE)
     env_changed = env_attrs = False
     if p["env_content"] is not None:
@@ -336,9 +434,11 @@ def main():
             module.fail_json(msg="the rendered unit %s does not pass systemd-analyze verify, nothing was written: %s"
                              % (p["name"], text or "(it failed without saying why)"),
                              verify_output=text, config_changed=False, unit_changed=False, env_changed=False,
-                             reloaded=False, stale=stale, enabled=None, status=before)
+                             reloaded=False, stale=stale, enabled=None, account_changed=[], directories_changed=[],
+                             status=before)
 
     reloaded = unit_changed or stale
+    account_changed = [what for _argv, what in account] if module.check_mode else apply_account(module, account)
     directories_changed = ensure_directories(module, p["directories"])
     if not module.check_mode:
         # the environment file first: a unit that names it never starts against a missing one
@@ -364,10 +464,10 @@ def main():
             is_enabled = after.get("UnitFileState", "") in ENABLED_STATES
 
     changed = (unit_changed or env_changed or unit_attrs or env_attrs or reloaded or enabled_changed
-               or bool(directories_changed))
+               or bool(account_changed) or bool(directories_changed))
     result = dict(changed=changed, config_changed=unit_changed or env_changed or stale, unit_changed=unit_changed,
                   env_changed=env_changed, reloaded=reloaded, stale=stale, enabled=is_enabled,
-                  directories_changed=directories_changed, status=after)
+                  account_changed=account_changed, directories_changed=directories_changed, status=after)
     if before_text is not None:
         result["diff"] = {"before_header": p["unit_path"], "after_header": p["unit_path"], "before": before_text,
                           "after": p["unit_content"]}

@@ -224,3 +224,60 @@ def test_a_directory_path_that_is_a_file_is_refused(run_module, systemd, tmp_pat
     kind, res = run_module(sglang_unit, args(tmp_path, directories=dirs(tmp_path)[:1]))
     assert kind == "fail" and "is not a directory" in res["msg"]
     assert (tmp_path / "home").read_text() == "not a directory" and not (tmp_path / "system").exists()
+
+
+ACCOUNT = {"user": "sglang", "group": "sglang", "groups": ["video"], "home": "/var/lib/sglang"}
+
+
+def account_calls(s):
+    return [c for c in s.calls if c and c[0].startswith("--")]  # groupadd / useradd / usermod argv[1:]
+
+
+def test_a_missing_account_is_made_before_the_directories_and_counts_as_no_configuration_change(
+        run_module, systemd, tmp_path, monkeypatch):
+    s = systemd()
+    monkeypatch.setattr(sglang_unit, "account_state", lambda want: (False, None, [], ["video"]))
+    kind, res = run_module(sglang_unit, args(tmp_path, account=ACCOUNT))
+    assert kind == "exit", res
+    assert res["account_changed"] == ["group sglang created", "user sglang created"]
+    assert account_calls(s)[0] == ["--system", "sglang"]
+    assert account_calls(s)[1][:3] == ["--system", "--gid", "sglang"] and account_calls(s)[1][-1] == "sglang"
+    # made after the unit was verified and before the files: a refused unit leaves no account behind
+    verbs = s.verbs()
+    assert verbs.index("verify") < verbs.index("--system") < verbs.index("daemon-reload")
+
+
+def test_an_account_as_asked_is_left_alone(run_module, systemd, tmp_path, monkeypatch):
+    systemd()
+    run_module(sglang_unit, args(tmp_path))
+    s = systemd()
+    monkeypatch.setattr(sglang_unit, "account_state", lambda want: (True, {
+        "group": "sglang", "home": "/var/lib/sglang", "shell": "/usr/sbin/nologin"}, ["video"], ["video"]))
+    kind, res = run_module(sglang_unit, args(tmp_path, account=ACCOUNT))
+    assert kind == "exit" and not res["changed"] and res["account_changed"] == [] and account_calls(s) == []
+
+
+def test_the_account_in_check_mode_is_predicted_not_made(run_module, systemd, tmp_path, monkeypatch):
+    s = systemd()
+    monkeypatch.setattr(sglang_unit, "account_state", lambda want: (True, None, [], ["video"]))
+    kind, res = run_module(sglang_unit, args(tmp_path, account=ACCOUNT, _ansible_check_mode=True))
+    assert kind == "exit" and res["changed"] and res["account_changed"] == ["user sglang created"]
+    assert account_calls(s) == []
+
+
+def test_a_missing_supplementary_group_is_refused_before_anything_is_written(run_module, systemd, tmp_path,
+                                                                             monkeypatch):
+    s = systemd()
+    monkeypatch.setattr(sglang_unit, "account_state", lambda want: (False, None, [], []))
+    kind, res = run_module(sglang_unit, args(tmp_path, account=ACCOUNT, directories=dirs(tmp_path)))
+    assert kind == "fail" and "video" in res["msg"] and "do not exist" in res["msg"]
+    assert account_calls(s) == [] and not (tmp_path / "system").exists() and not (tmp_path / "home").exists()
+
+
+def test_the_account_state_is_read_from_the_host_databases():
+    root = sglang_unit.account_state({"user": "root", "group": "root", "groups": ["moesweep-no-such-group"],
+                                      "home": "/root"})
+    group_exists, user, _member_of, existing = root
+    assert group_exists and user["group"] == "root" and user["home"] == "/root" and existing == []
+    assert sglang_unit.account_state({"user": "moesweep-no-such-user", "group": "moesweep-no-such-group",
+                                      "groups": [], "home": "/"})[:2] == (False, None)
