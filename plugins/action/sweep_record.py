@@ -153,9 +153,11 @@ class ActionModule(ActionBase):
             choice = records.choose_restore(records.read_points(points_path), host, sweep.get("restore", "best"),
                                             sweep.get("reference_concurrency"), a["previous"], sweep.get("points"))
             first = records.restore_stops_first(choice, a["running_point"], sweep.get("nodes"))
-            base.update(choice=choice, stop_first=first, msg=choice["reason"] + (
+            keep = records.restore_keeps_running(choice, a["running_point"], sweep.get("nodes"))
+            base.update(choice=choice, stop_first=first, keep_running=keep, msg=choice["reason"] + (
                 "; the server of %s is stopped first (the restore starts another)" % a["running_point"]
-                if first else ""))
+                if first else "; the server of %s runs it: judged, restarted only when not serving" % a["running_point"]
+                if keep else ""))
             return base
         ctx = {"sweep_id": sweep.get("sweep_id"), "host": host, "simulated": bool(task_vars.get("moesweep_simulated")),
                "known_secrets": known_secrets(task_vars, self._templar), "moesweep": moesweep_version()}

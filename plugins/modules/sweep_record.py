@@ -31,7 +31,8 @@ description:
     then overlaps the next point's preflight and unit.
   - O(state=restore_plan) picks the configuration to leave the host on (RV(choice)), and says whether the server
     that runs now is to be stopped first (RV(stop_first) - the restore puts back another point than
-    O(running_point)); O(state=restore) records that step with its readiness.
+    O(running_point)) or only judged (RV(keep_running) - the best point is O(running_point)); O(state=restore)
+    records that step with its readiness.
 version_added: 0.1.0
 author:
   - moesweep contributors (!UNKNOWN)
@@ -253,6 +254,14 @@ stop_reason:
   returned: when state is point or previous
   type: str
   sample: "the next point triton starts its own server: this one is stopped now, its drain overlapping"
+keep_running:
+  description:
+    - For O(state=restore_plan) - the best point is O(running_point), whose unit this run applied on the host (one
+      host, not a node group), so the restore judges the server that runs instead of planning and rendering it again,
+      and restarts it through the server role only when it is not serving.
+  returned: when state is restore_plan
+  type: bool
+  sample: true
 stop_first:
   description:
     - For O(state=restore_plan) - stop the running server before the restore's preflight and unit.

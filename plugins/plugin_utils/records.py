@@ -247,6 +247,15 @@ def restore_stops_first(choice, running_point, nodes=None):
                 and choice.get("point") != running_point)
 
 
+def restore_keeps_running(choice, running_point, nodes=None):
+    """Whether the restore only judges the server that runs now instead of planning, rendering and judging it again:
+    the best point is the one whose unit the host has (``running_point``, applied by this run under the host's sweep
+    lock, so nothing else changed it since), on one host (a node group judges its ranks together). The caller
+    restarts it through the server role when that judge does not find it serving."""
+    return bool(choice.get("action") == "point" and not nodes and running_point
+                and choice.get("point") == running_point)
+
+
 def reference_figures(record, concurrency):
     for level in ((record.get("benchmark") or {}).get("levels") or []):
         if level.get("concurrency") == concurrency and level.get("ok"):

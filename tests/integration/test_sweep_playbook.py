@@ -100,6 +100,14 @@ def test_the_users_exact_command_records_one_benchmarked_point(bench_cluster, se
     assert (sweep_dir / "summary.md").is_file() and "SIMULATED" in (sweep_dir / "summary.md").read_text()
     # caveats of the preflight travel with the record (0.5.9 runs sgl-kernel's cutlass_moe_fp4 for cutedsl)
     assert rec["preflight"]["preflight_warnings"]
+    # the one point is the best and still runs: the restore judges that server (no restart, no second plan or unit)
+    restore = records(settings[1], "restore")[-1]
+    assert restore["status"] == "passed" and restore["point"] == "flashinfer_cutedsl"
+    assert restore["readiness"]["state"] == "ready"
+    assert restore["readiness"]["invocation_id"] == rec["readiness"]["invocation_id"]
+    after_choice = proc.stdout.split("TASK [Choose the configuration to leave the host on]")[1]
+    assert "TASK [Restore: judge the server that runs the best point, flashinfer_cutedsl]" in after_choice
+    assert "Render the environment file" not in after_choice, after_choice[:3000]
 
 
 def test_four_backend_sweep_refused_benchmarked_and_left_on_the_best(bench_cluster, settings):

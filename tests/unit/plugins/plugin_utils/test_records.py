@@ -168,6 +168,16 @@ def test_the_restore_stops_the_running_server_first_only_when_it_puts_back_anoth
     assert not records.restore_stops_first({"action": "point", "point": "a"}, "c", nodes={"group": "g"})
 
 
+def test_the_restore_only_judges_the_server_when_the_best_point_is_the_one_running():
+    assert records.restore_keeps_running({"action": "point", "point": "c"}, "c")
+    assert not records.restore_keeps_running({"action": "point", "point": "a"}, "c")
+    assert not records.restore_keeps_running({"action": "point", "point": "c"}, "")
+    assert not records.restore_keeps_running({"action": "previous", "point": None}, "c")
+    assert not records.restore_keeps_running({"action": "none", "point": None}, "c")
+    # a node group's ranks are judged together by the server role
+    assert not records.restore_keeps_running({"action": "point", "point": "c"}, "c", nodes={"group": "g"})
+
+
 def test_restore_record_status():
     assert records.build_restore_record({"action": "point", "readiness": READY})["status"] == "passed"
     failed = records.build_restore_record({"action": "point", "readiness": {"state": "crashed", "cause": "oom"}})
