@@ -10,7 +10,7 @@ host's gateway), so each point is benchmarked as in a real sweep; the timed runs
 `ansible-playbook sweep.yml -e backends=[...]`, from the repository root.
 
 Run as root: .venv/bin/python bench/sweep_wall.py [--time-scale 0.25] [--keep DIR] [--json] [--one-host]
-[--profile] [--keep-up]. With --profile, bench/callback_plugins/task_times.py times every task of the 1-host run and
+[--profile] [--keep-up]. With --profile, bench/callback_plugins/task_times.py times every task of the timed runs and
 the figures say where each point's overhead goes (the tasks' own seconds by phase, and the gaps between tasks:
 the controller's includes and templating).
 Exit 0 when both goals are met, 1 when one is missed, 2 when a point was not recorded exactly once or did not pass.
@@ -161,6 +161,22 @@ def where_time_goes(profile: Path) -> dict:
             "slowest_tasks": dict(sorted(((k, round(v, 1)) for k, v in by_task.items()), key=lambda kv: -kv[1])[:15])}
 
 
+def host_timeline(profile: Path) -> dict:
+    """The 4-host run's task times per host: when its first task started and its last ended (seconds from the
+    run's first task), its tasks' own seconds, and its three slowest tasks: which host ends the run, and why."""
+    rows = [json.loads(line) for line in profile.read_text().splitlines() if line.strip()]
+    t0 = min((r["start"] for r in rows), default=0.0)
+    out = {}
+    for host in sorted({r["host"] for r in rows}):
+        mine = [r for r in rows if r["host"] == host]
+        slow = sorted(mine, key=lambda r: -r["seconds"])[:3]
+        out[host] = {"first_s": round(min(r["start"] for r in mine) - t0, 1),
+                     "last_s": round(max(r["start"] + r["seconds"] for r in mine) - t0, 1),
+                     "task_s": round(sum(r["seconds"] for r in mine), 1), "tasks": len(mine),
+                     "slowest": {r["task"][:60]: r["seconds"] for r in slow}}
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--time-scale", type=float, default=0.25,
@@ -168,7 +184,8 @@ def main() -> int:
     parser.add_argument("--keep", type=Path, help="keep the results directories here")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     parser.add_argument("--one-host", action="store_true", help="time the 1-host sweep only (no spread figure)")
-    parser.add_argument("--profile", action="store_true", help="time every task of the 1-host run")
+    parser.add_argument("--profile", action="store_true",
+                        help="time every task of the timed runs (the 4-host run per host)")
     parser.add_argument("--keep-up", action="store_true", help="leave the simulated hosts running (faster reruns)")
     args = parser.parse_args()
     root = wheelhouse.build([LOCKS / f"{STACK}.txt", LOCKS / "client-sglang-0.5.9.txt"])
@@ -188,8 +205,9 @@ def main() -> int:
         profile = work / "task-times.jsonl" if args.profile else None
         wall_1, recs_1, cpu_1 = timed_sweep(inventory, work / "one-host", args.time_scale, "--limit", one,
                                             profile=profile)
+        profile_4 = work / "task-times-four-hosts.jsonl" if args.profile else None
         wall_4, recs_4, cpu_4 = (None, [], None) if args.one_host else timed_sweep(
-            inventory, work / "four-hosts", args.time_scale, "-e", "spread=true")
+            inventory, work / "four-hosts", args.time_scale, "-e", "spread=true", profile=profile_4)
     finally:
         if not args.keep_up:
             simhosts.down(cluster=CLUSTER, log=lambda m: None)
@@ -211,6 +229,8 @@ def main() -> int:
                "cpu_split": CPU_SPLITS}
     if profile is not None:
         figures["where_time_goes"] = where_time_goes(profile)
+        if wall_4 is not None:
+            figures["four_hosts_timeline"] = host_timeline(profile_4)
     if args.json:
         print(json.dumps(figures))
     else:
@@ -240,6 +260,9 @@ def main() -> int:
                   "1-host wall time): "
                   f"{figures['ratio_floor_on_these_cpus']:.3f}")
             print("    where: " + ", ".join(f"{k} {v}" for k, v in list(CPU_SPLITS[-1].items())[:10]))
+            for host, f in figures.get("four_hosts_timeline", {}).items():
+                print(f"    {host}: tasks {f['first_s']}-{f['last_s']} s after the run's first, {f['tasks']} tasks "
+                      f"{f['task_s']} s; slowest: " + "; ".join(f"{k} {v}" for k, v in f["slowest"].items()))
     if not ok:
         return 2
     return 0 if (ratio is None or ratio <= GOAL) and over["per_point_s"] <= OVERHEAD_GOAL else 1
