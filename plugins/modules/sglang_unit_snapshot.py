@@ -1,0 +1,158 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: moesweep contributors
+# Apache License 2.0 (see LICENSE)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: sglang_unit_snapshot
+short_description: Read a server's systemd unit file, its environment file and its state in one call, and stop it without waiting
+version_added: "0.1.0"
+description:
+  - Runs on the target, once per sweep and host, before the first point. Reads the unit file at O(unit_path), the
+    environment file at O(env_path) and the unit's state (C(systemctl show)), so that the sweep can put them back at
+    its end (C(-e restore=previous)).
+  - With O(stop=true), a unit that has a unit file and is running is then stopped without waiting
+    (C(systemctl stop --no-block)), as the sweep's first point starts its own server anyway, and the old one's drain
+    overlaps that point's preflight and unit.
+  - Replaces two C(ansible.builtin.slurp) calls and a C(ansible.builtin.systemd_service) call, each its own SSH
+    round trip.
+  - RV(env_content) may hold C(HF_TOKEN), the API key or other secrets; run the task with C(no_log=true).
+options:
+  name:
+    description: The unit's name, for example C(sglang.service).
+    type: str
+    required: true
+  unit_path:
+    description: The unit file.
+    type: path
+    required: true
+  env_path:
+    description: The unit's environment file.
+    type: path
+    required: true
+  stop:
+    description: Stop the unit without waiting once its state was read, when it has a unit file and is running.
+    type: bool
+    default: false
+author:
+  - moesweep contributors (!UNKNOWN)
+extends_documentation_fragment:
+  - moesweep.sweep.attributes
+  - moesweep.sweep.attributes.IDEMPOTENT
+attributes:
+  check_mode:
+    support: full
+    details: Reads as outside check mode; C(changed) says whether O(stop=true) would stop the unit, which stays running.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+    details: A second call finds the unit stopping or stopped, and stops nothing.
+  platform:
+    support: full
+    platforms: posix
+    details: Linux with systemd.
+seealso:
+  - module: moesweep.sweep.sglang_unit
+  - module: ansible.builtin.slurp
+  - module: ansible.builtin.systemd_service
+"""
+
+EXAMPLES = r"""
+- name: Read what the host runs before the sweep, and stop it without waiting (the first point starts its own)
+  moesweep.sweep.sglang_unit_snapshot:
+    name: sglang.service
+    unit_path: /etc/systemd/system/sglang.service
+    env_path: /etc/moesweep/sglang.env
+    stop: true
+  register: previous
+  no_log: true  # the environment file may hold secrets
+"""
+
+RETURN = r"""
+unit_content:
+  description: The unit file's content; null when there is none.
+  returned: always
+  type: str
+  sample: "[Unit]\nDescription=SGLang server (triton)\n"
+env_content:
+  description: The environment file's content (it may hold secrets); null when there is none.
+  returned: always
+  type: str
+status:
+  description: C(systemctl show) of the unit before the call (an unknown unit reads C(LoadState=not-found)).
+  returned: always
+  type: dict
+  sample: {"ActiveState": "active", "SubState": "running", "LoadState": "loaded", "InvocationID": "5c1bd2f6a9e0"}
+active:
+  description: Whether the unit was running or starting before the call (C(ActiveState) C(active) or C(activating)).
+  returned: always
+  type: bool
+  sample: true
+stopped:
+  description: Whether this call stopped the unit (in check mode, would stop it).
+  returned: always
+  type: bool
+  sample: false
+"""
+
+import io
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.moesweep.sweep.plugins.module_utils.readiness import parse_show
+
+STATUS_PROPS = ("ActiveState", "SubState", "LoadState", "UnitFileState", "MainPID", "InvocationID")
+RUNNING = ("active", "activating")
+
+
+def read_file(module, path):
+    """The file's text exactly as it is (line ends too), or None when it does not exist or cannot be read."""
+    try:
+        with io.open(path, encoding="utf-8", newline="") as fh:
+            return fh.read()
+    except (IOError, OSError):
+        return None
+    except UnicodeDecodeError as exc:
+        module.fail_json(msg="%s is not UTF-8 text (%s), so it could not be put back after the sweep: fix or remove it"
+                             % (path, exc))
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            name=dict(type="str", required=True),
+            unit_path=dict(type="path", required=True),
+            env_path=dict(type="path", required=True),
+            stop=dict(type="bool", default=False),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    systemctl = module.get_bin_path("systemctl", required=True)
+    unit_content = read_file(module, p["unit_path"])
+    env_content = read_file(module, p["env_path"])
+    rc, out, err = module.run_command([systemctl, "show", p["name"], "-p", ",".join(STATUS_PROPS)],
+                                      environ_update={"LC_ALL": "C"})
+    if rc != 0:
+        module.fail_json(msg="systemctl show %s failed (rc %d): %s" % (p["name"], rc, (err or out).strip()))
+    status = parse_show(out)
+    active = status.get("ActiveState", "inactive") in RUNNING
+    stop = bool(p["stop"] and unit_content is not None and active)
+    if stop and not module.check_mode:
+        rc, out, err = module.run_command([systemctl, "stop", "--no-block", p["name"]], environ_update={"LC_ALL": "C"})
+        if rc != 0:
+            why = (err or out).strip()
+            module.fail_json(msg="systemctl stop --no-block %s failed (rc %d): %s" % (p["name"], rc, why),
+                             unit_content=unit_content, env_content=env_content, status=status, active=active,
+                             stopped=False)
+    module.exit_json(changed=stop, unit_content=unit_content, env_content=env_content, status=status, active=active,
+                     stopped=stop)
+
+
+if __name__ == "__main__":
+    main()
