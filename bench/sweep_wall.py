@@ -9,7 +9,12 @@ The hosts are provisioned first with site.yml (test stack and benchmark client f
 host's gateway), so each point is benchmarked as in a real sweep; the timed runs are the user's command,
 `ansible-playbook sweep.yml -e backends=[...]`, from the repository root.
 
-Run as root: .venv/bin/python bench/sweep_wall.py [--time-scale 0.25] [--keep DIR] [--json] [--one-host]
+The simulated servers run at the simulator's default phase durations (time scale 1.0: a ~15 s start where a real
+8-GPU VM loads a large MoE model for minutes). A smaller --time-scale shortens only the servers' own starts and
+drains, which is what the spread runs in parallel, while the 4 simulated hosts and the controller share this
+machine's CPUs (4 real VMs each have their own): the ratio it gives is further from a real sweep's, not closer.
+
+Run as root: .venv/bin/python bench/sweep_wall.py [--time-scale 1.0] [--keep DIR] [--json] [--one-host]
 [--profile] [--keep-up]. With --profile, bench/callback_plugins/task_times.py times every task of the timed runs and
 the figures say where each point's overhead goes (the tasks' own seconds by phase, and the gaps between tasks:
 the controller's includes and templating).
@@ -179,8 +184,8 @@ def host_timeline(profile: Path) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--time-scale", type=float, default=0.25,
-                        help="the simulator's MOESWEEP_SIM_TIME_SCALE (1.0: the recorded launch timings)")
+    parser.add_argument("--time-scale", type=float, default=1.0,
+                        help="the simulator's MOESWEEP_SIM_TIME_SCALE (1.0, its default: seconds-long server starts)")
     parser.add_argument("--keep", type=Path, help="keep the results directories here")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     parser.add_argument("--one-host", action="store_true", help="time the 1-host sweep only (no spread figure)")
