@@ -72,19 +72,23 @@ def overhead(wall: float, recs: list[dict], restores: list[dict]) -> dict:
         per_record[r["point"]] = round(float(r.get("seconds") or 0.0) - start - bench, 2)
     own = sum(sum(own_time(r)) for r in recs)
     by_point = {r["point"]: r for r in recs}
+    restore = None
     for r in restores:  # a restore record has no timeline: a restart takes its point's server start again
         point = by_point.get(r.get("point"))
-        restarted = point and (r.get("readiness") or {}).get("invocation_id") not in (
+        restarted = bool(point) and (r.get("readiness") or {}).get("invocation_id") not in (
             None, (point.get("readiness") or {}).get("invocation_id"))
         if restarted:
             own += own_time(point)[0]
+        restore = {"point": r.get("point"), "restarted": restarted}
     # counted as overhead, yet bench_serving's own: each level's time in the client outside its `duration` (its
     # arguments and tokenizer, the warmup request, the fixed 1 s pause before the main run, its metrics and output)
     fixed = sum(float(lv.get("wall_s") or 0.0) - float((lv.get("figures") or {}).get("duration") or 0.0)
                 for r in recs for lv in (r.get("benchmark") or {}).get("levels") or [] if lv.get("wall_s"))
     return {"wall_s": round(wall, 1), "server_start_and_bench_s": round(own, 1),
             "per_point_s": round((wall - own) / max(len(recs), 1), 2), "per_point_in_record_s": per_record,
-            "bench_serving_fixed_per_point_s": round(fixed / max(len(recs), 1), 2)}
+            "bench_serving_fixed_per_point_s": round(fixed / max(len(recs), 1), 2),
+            # the restore restarts the best point unless it is the last one: one server start more in the wall time
+            "restore": restore}
 
 
 def cpu_busy_s() -> float:
@@ -248,6 +252,10 @@ def main() -> int:
               "in each record: " + ", ".join(f"{p} {v:.2f} s" for p, v in over["per_point_in_record_s"].items()))
         print(f"    of which inside bench_serving's levels, outside its durations (warmup, fixed 1 s pause, ...): "
               f"{over['bench_serving_fixed_per_point_s']:.2f} s per point")
+        if over["restore"]:
+            print(f"    the restore left the host on {over['restore']['point']}: "
+                  + ("restarted (the best point was not the last; its server start is in the 1-host wall time)"
+                     if over["restore"]["restarted"] else "judged as it ran (the best point was the last)"))
         if profile is not None:
             where = figures["where_time_goes"]
             print(f"  1-host run, {where['tasks']} task results: {where['task_s']} s in tasks, "
