@@ -90,7 +90,7 @@ status:
   type: dict
   sample: {"ActiveState": "active", "SubState": "running", "LoadState": "loaded", "InvocationID": "5c1bd2f6a9e0"}
 active:
-  description: Whether the unit was running or starting before the call (C(ActiveState) C(active) or C(activating)).
+  description: Whether the unit was running before the call (C(ActiveState) C(active), C(activating) or C(reloading)).
   returned: always
   type: bool
   sample: true
@@ -104,10 +104,9 @@ stopped:
 import io
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.moesweep.sweep.plugins.module_utils.readiness import parse_show
+from ansible_collections.moesweep.sweep.plugins.module_utils.readiness import parse_show, unit_running
 
 STATUS_PROPS = ("ActiveState", "SubState", "LoadState", "UnitFileState", "MainPID", "InvocationID")
-RUNNING = ("active", "activating")
 
 
 def read_file(module, path):
@@ -141,7 +140,7 @@ def main():
     if rc != 0:
         module.fail_json(msg="systemctl show %s failed (rc %d): %s" % (p["name"], rc, (err or out).strip()))
     status = parse_show(out)
-    active = status.get("ActiveState", "inactive") in RUNNING
+    active = unit_running(status)
     stop = bool(p["stop"] and unit_content is not None and active)
     if stop and not module.check_mode:
         rc, out, err = module.run_command([systemctl, "stop", "--no-block", p["name"]], environ_update={"LC_ALL": "C"})
