@@ -240,6 +240,7 @@ class Handler(BaseHTTPRequestHandler):
         if s.crashed:
             return  # no answer: the process is going down
         rid = f"HEALTH_CHECK_{time.time()}" if s.version == "0.5.9" else f"HEALTH_CHECK_{uuid.uuid4().hex}"
+        s.create_handle_loop()  # the check's generation goes through generate_request as well
         s.engine.submit(Req(1, 1, True, rid, rid=rid, count_in_metrics=False))
         tic = time.time()
         timeout = s.health_check_timeout
@@ -301,7 +302,7 @@ class Handler(BaseHTTPRequestHandler):
         max_new = 128 if max_new is None else int(max_new)
         req = Req(prompt_tokens, max_new, bool(sp.get("ignore_eos")), seed, rid=rid, stream=stream)
         req.tm = ReqState(req, stream)
-        s.handle_loop_created = True  # tokenizer manager's auto_create_handle_loop
+        s.create_handle_loop()
         if s.status == "Up":
             s.first_real_request.set()
         req.tm.request_sent_to_scheduler_ts = time.time()

@@ -59,6 +59,18 @@ def time_scale() -> float:
         return 1.0
 
 
+def watchdog_wake_delay(started_at: float | None, now: float, period: float) -> float:
+    """Seconds until a loop that sleeps ``period`` at a time since ``started_at`` next wakes up.
+
+    TokenizerManager.sigterm_watchdog (created by auto_create_handle_loop, 0.5.9 and 0.5.23 alike) runs
+    ``while not self.gracefully_exit: await asyncio.sleep(5)``: the flag a SIGTERM sets is read at the next
+    wake-up, anywhere from at once to 5 s later. Unknown start: a whole period.
+    """
+    if started_at is None or period <= 0 or now < started_at:
+        return period
+    return period - ((now - started_at) % period)
+
+
 def phase_seconds(name: str, default: float) -> float:
     v = os.environ.get(f"MOESWEEP_SIM_PHASE_{name.upper()}_S")
     return float(v) if v else default * time_scale()
@@ -135,6 +147,8 @@ class Server:
         self.crashed = False
         self.first_real_request = threading.Event()
         self.handle_loop_created = False
+        # when auto_create_handle_loop ran: the sigterm_watchdog task it creates sleeps in 5 s periods from then on
+        self.handle_loop_created_at: float | None = None
         self.max_total_tokens = 0
         self.max_running = 0
         self.context_len = 0
@@ -607,6 +621,13 @@ class Server:
         signal.signal(signal.SIGTERM, self.on_sigterm_before_handler)
         self.httpd.serve_forever(poll_interval=0.2)
 
+    def create_handle_loop(self):
+        # TokenizerManager.generate_request starts with auto_create_handle_loop(): the first request (the server's own
+        # warmup, a health check's generation or a client's) installs the SIGTERM handler and starts sigterm_watchdog
+        if not self.handle_loop_created:
+            self.handle_loop_created = True
+            self.handle_loop_created_at = time.time()
+
     def on_sigterm_before_handler(self, signum, frame):
         # before the first request reaches the tokenizer manager, uvicorn's own handler is active
         if not self.handle_loop_created:
@@ -625,8 +646,10 @@ class Server:
         threading.Thread(target=self.sigterm_watchdog, daemon=True).start()
 
     def sigterm_watchdog(self):
-        # sigterm_watchdog polls every 5 s (scaled here), drains, then exits
-        time.sleep(min(5.0, 5.0 * time_scale()))
+        # sigterm_watchdog polls every 5 s (scaled here), drains, then exits. Its task was created with the handle
+        # loop and has slept in 5 s periods since, so a SIGTERM is seen at the end of the period it arrives in.
+        period = min(5.0, 5.0 * time_scale())
+        time.sleep(watchdog_wake_delay(self.handle_loop_created_at, time.time(), period))
         while True:
             n = self.engine.num_unfinished() if self.engine else 0
             rids = [r.rid for r in (self.engine.running + self.engine.waiting)] if self.engine else []

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from helpers.paths import REPO
+from moesweep_sim import sglang_server
 
 SIM = REPO / "simulator" / "bin" / "sglang-sim"
 MODEL = "lukealonso/GLM-5-NVFP4"
@@ -276,6 +277,36 @@ def test_sigterm_drains(sims, version, rc):
     assert "SIGTERM received. signum=None frame=None. Draining requests and shutting down..." in log
     assert "Gracefully exiting... Remaining number of requests 0. Remaining requests remaining_rids=[]." in log
     assert not s.state.exists()
+
+
+@pytest.mark.parametrize("started,now,expected", [
+    (None, 100.0, 5.0),     # no handle loop yet: a whole period
+    (100.0, 100.0, 5.0),    # the first sleep(5) has just begun
+    (100.0, 101.5, 3.5),
+    (100.0, 104.9, 0.1),
+    (100.0, 112.0, 3.0),    # the third period
+])
+def test_watchdog_wakes_at_the_end_of_its_period(started, now, expected):
+    """sigterm_watchdog's ``while not self.gracefully_exit: await asyncio.sleep(5)`` sees the flag at its next wake."""
+    assert sglang_server.watchdog_wake_delay(started, now, 5.0) == pytest.approx(expected)
+
+
+def test_sigterm_late_in_the_watchdog_period_exits_at_its_end(sims):
+    """The drain starts when the watchdog's current sleep ends, not a whole period after the SIGTERM."""
+    # no warmup request and a /health without generation: the handle loop (and its watchdog) starts at our request
+    s = sims(BASE + ["--moe-runner-backend", "flashinfer_cutlass", "--skip-server-warmup"],
+             env={"MOESWEEP_SIM_TIME_SCALE": "0.6", "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "false"})
+    s.wait_ready()
+    created = time.time()
+    s.req("POST", "/generate", {"text": "x", "sampling_params": {"max_new_tokens": 1}})
+    # the watchdog sleeps 3 s at a time at this scale: SIGTERM 2.4 s into its first sleep
+    time.sleep(max(0.0, created + 2.4 - time.time()))
+    sent = time.time()
+    s.proc.send_signal(signal.SIGTERM)
+    s.wait_exit()
+    # the rest of the period (0.6 s) plus this machine's load; a whole period (3 s) if the phase were ignored
+    assert time.time() - sent < 2.0
+    assert "Gracefully exiting... Remaining number of requests 0." in s.log()
 
 
 def test_fault_oom_kv(sims):
