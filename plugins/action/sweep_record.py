@@ -44,6 +44,7 @@ ARGUMENT_SPEC = dict(
     record_host=dict(type="str"),
     nodes=dict(type="dict", default={}),
     running_point=dict(type="str", default=""),
+    running_stopped=dict(type="bool", default=False),
     unit=dict(type="str", default=""),
 )
 
@@ -152,12 +153,13 @@ class ActionModule(ActionBase):
         if a["state"] == "restore_plan":
             choice = records.choose_restore(records.read_points(points_path), host, sweep.get("restore", "best"),
                                             sweep.get("reference_concurrency"), a["previous"], sweep.get("points"))
-            first = records.restore_stops_first(choice, a["running_point"], sweep.get("nodes"))
-            keep = records.restore_keeps_running(choice, a["running_point"], sweep.get("nodes"))
+            first = records.restore_stops_first(choice, a["running_point"], sweep.get("nodes"), a["running_stopped"])
+            keep = records.restore_keeps_running(choice, a["running_point"], sweep.get("nodes"), a["running_stopped"])
             base.update(choice=choice, stop_first=first, keep_running=keep, msg=choice["reason"] + (
                 "; the server of %s is stopped first (the restore starts another)" % a["running_point"]
                 if first else "; the server of %s runs it: judged, restarted only when not serving" % a["running_point"]
-                if keep else ""))
+                if keep else "; the server of %s was stopped by its record" % a["running_point"]
+                if a["running_stopped"] and a["running_point"] else ""))
             return base
         ctx = {"sweep_id": sweep.get("sweep_id"), "host": host, "simulated": bool(task_vars.get("moesweep_simulated")),
                "known_secrets": known_secrets(task_vars, self._templar), "moesweep": moesweep_version()}
@@ -177,28 +179,6 @@ class ActionModule(ActionBase):
                                "the run prints it (moesweep: kept ...)" % sweep["dir"])
             return base
         # state == point
-        # Decided before the artifacts are read: their read stops the server in the same round trip.
-        stop, stop_reason = records.stop_early(sweep, a["point"], records.read_points(points_path), host,
-                                               os.path.exists(stop_file), sweep.get("nodes"))
-        if stop and self._task.check_mode:
-            stop, stop_reason = False, "check mode: nothing is stopped"
-        if stop and not a["unit"]:
-            stop, stop_reason = False, "no unit was given to stop"
-        if stop and not writable(sweep["dir"]):
-            stop, stop_reason = False, "the results directory is not writable: the sweep stops here"
-        artifacts, stopped, stop_error = {}, False, ""
-        files = dict(a["files"] or {})
-        if (files or a["invocation_id"] or stop) and not self._task.check_mode:
-            res = self._execute_module(module_name="moesweep.sweep.point_artifacts",
-                                       module_args={"files": files, "env_files": a["env_files"],
-                                                    "invocation_id": a["invocation_id"],
-                                                    "stop_unit": a["unit"] if stop else ""},
-                                       task_vars=task_vars)
-            if not res.get("failed"):
-                artifacts = {name: art for name, art in (res.get("artifacts") or {}).items()
-                             if not art.get("missing")}
-            stopped, stop_error = bool(res.get("stopped")), res.get("stop_error") or res.get("msg") or ""
-        unit = artifacts.get("unit.service") or {}
         failed_stage = stage = None
         if a["failed_task"]:
             failed_stage = stage = records.stage_of(a["failed_action"], a["failed_result"])
@@ -219,7 +199,36 @@ class ActionModule(ActionBase):
                    benchmark=stage_results["benchmark"], failed_stage=failed_stage, failed_result=a["failed_result"],
                    failed_task=a["failed_task"], failed_msg=(a["failed_result"] or {}).get("msg"),
                    bench_settings=a["bench_settings"], reference_concurrency=sweep.get("reference_concurrency"),
-                   unit_sha256=unit.get("sha256"), artifacts=list(artifacts), nodes=a["nodes"])
+                   unit_sha256=None, artifacts=[], nodes=a["nodes"])
+        # Decided before the artifacts are read: their read stops the server in the same round trip. The last point
+        # of the host is stopped when the restore puts back another (its record, not yet written, counts).
+        stop_requested = os.path.exists(stop_file)
+        known = records.read_points(points_path)
+        stop, stop_reason = records.stop_early(sweep, a["point"], known, host, stop_requested, sweep.get("nodes"))
+        if not stop and (sweep.get("points") or [None])[-1] == a["point"]:
+            stop, stop_reason = records.stop_for_restore(sweep, a["point"], known + [records.build_point_record(ctx)],
+                                                         host, stop_requested, sweep.get("nodes"))
+        if stop and self._task.check_mode:
+            stop, stop_reason = False, "check mode: nothing is stopped"
+        if stop and not a["unit"]:
+            stop, stop_reason = False, "no unit was given to stop"
+        if stop and not writable(sweep["dir"]):
+            stop, stop_reason = False, "the results directory is not writable: the sweep stops here"
+        artifacts, stopped, stop_error = {}, False, ""
+        files = dict(a["files"] or {})
+        if (files or a["invocation_id"] or stop) and not self._task.check_mode:
+            res = self._execute_module(module_name="moesweep.sweep.point_artifacts",
+                                       module_args={"files": files, "env_files": a["env_files"],
+                                                    "invocation_id": a["invocation_id"],
+                                                    "stop_unit": a["unit"] if stop else ""},
+                                       task_vars=task_vars)
+            if not res.get("failed"):
+                artifacts = {name: art for name, art in (res.get("artifacts") or {}).items()
+                             if not art.get("missing")}
+            stopped, stop_error = bool(res.get("stopped")), res.get("stop_error") or res.get("msg") or ""
+        unit = artifacts.get("unit.service") or {}
+        ctx.update(seconds=round(time.time() - started_at, 2) if started_at else None,
+                   unit_sha256=unit.get("sha256"), artifacts=list(artifacts))
         record = records.build_point_record(ctx)
         self._stop_if_unwritable(base, sweep)
         if stop and not stopped:  # e.g. a host that never had the unit (every point so far refused)

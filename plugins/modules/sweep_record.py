@@ -28,7 +28,8 @@ description:
     When the next point of this host starts its own server anyway (the plan's C(starts_server), no passing record
     that resume could skip it for, no request to stop, one host, a restore policy other than V(none)), it stops
     O(unit) at once, without waiting, in the same round trip that reads the artifacts (RV(stop_server)) - its drain
-    then overlaps the next point's preflight and unit.
+    then overlaps the next point's preflight and unit. At the host's last point it does the same when the restore
+    puts back another point (restore=best, this record counted), so that drain overlaps the restore's preflight and unit.
   - O(state=restore_plan) picks the configuration to leave the host on (RV(choice)), and says whether the server
     that runs now is to be stopped first (RV(stop_first) - the restore puts back another point than
     O(running_point)) or only judged (RV(keep_running) - the best point is O(running_point)); O(state=restore)
@@ -149,8 +150,16 @@ options:
     description: For O(state=restore_plan) - the point whose unit the host has now (empty - none or unknown).
     type: str
     default: ""
+  running_stopped:
+    description:
+      - For O(state=restore_plan) - the record of O(running_point) already stopped its server (RV(stop_server)), so the
+        restore neither stops it again nor keeps it running.
+    type: bool
+    default: false
   unit:
-    description: For O(state=point) - the server's systemd unit, stopped when the next point starts its own (empty - never stopped).
+    description:
+      - For O(state=point) - the server's systemd unit, stopped when the next point starts its own, or, at the host's last
+        point, when the restore puts back another point (empty - never stopped).
     type: str
     default: ""
 attributes:
@@ -245,7 +254,9 @@ choice:
   returned: when state is restore_plan
   type: dict
 stop_server:
-  description: For O(state=point) - the server was stopped now, without waiting; the next point of this host starts its own.
+  description:
+    - For O(state=point) - the server was stopped now, without waiting; the next point of this host starts its own, or
+      this is the host's last point and the restore puts back another one (restore=best).
   returned: when state is point
   type: bool
   sample: true

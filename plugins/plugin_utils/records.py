@@ -212,6 +212,31 @@ def stop_early(sweep, point, records, host, stop_requested, nodes=None):
                            "this one is stopped now, its drain overlapping")
 
 
+def stop_for_restore(sweep, point, records, host, stop_requested, nodes=None):
+    """(stop, reason): whether the server of ``point``, this host's last point, is stopped at once when it ends
+    because the restore puts back another point: the restore restarts anyway (``restore_stops_first``), and the drain
+    then overlaps the restore's preflight and unit instead of a call of its own. ``records``: the sweep's records with
+    this point's own. Only with restore=best and a point to put back that is not this one; not when this point is the
+    best (the restore keeps it running), when no point passed (the restore may put back what the host ran before the
+    sweep), for a node group, or when the sweep was asked to stop."""
+    mine = list(sweep.get("points") or [])
+    if not mine or mine[-1] != point:
+        return False, "%s is not the last point of this host" % point
+    if nodes:
+        return False, "a node group stops and starts its ranks together (the restart protocol)"
+    if sweep.get("restore", "best") != "best":
+        return False, "restore=%s: the restore decides" % sweep.get("restore")
+    if stop_requested:
+        return False, "the sweep was asked to stop"
+    choice = choose_restore(records, host, "best", sweep.get("reference_concurrency"), None, mine)
+    if choice.get("action") != "point":
+        return False, "no point passed: the restore decides"
+    if choice.get("point") == point:
+        return False, "%s is the best point: the restore keeps it running" % point
+    return True, ("the restore puts back %s: this one is stopped now, its drain overlapping the restore's checks"
+                  % choice["point"])
+
+
 def stop_before_sweep(sweep, records, host, stop_requested, nodes=None):
     """(stop, reason): whether the server the host runs before the sweep is stopped, without waiting, as soon as its
     state was read, because the sweep's first point on this host starts its own server anyway (the conditions of
@@ -240,19 +265,20 @@ def _starts_its_own(sweep, nxt, records, host, stop_requested, nodes, then):
     return True, "the next point %s starts its own server: %s" % (nxt, then)
 
 
-def restore_stops_first(choice, running_point, nodes=None):
+def restore_stops_first(choice, running_point, nodes=None, running_stopped=False):
     """Whether the restore stops the running server before its preflight and unit: it restarts anyway when it puts
-    back another point than the one whose unit is on the host (``running_point``, empty when none)."""
-    return bool(choice.get("action") == "point" and not nodes and running_point
+    back another point than the one whose unit is on the host (``running_point``, empty when none). Not again when
+    that point's record already stopped it (``running_stopped``, ``stop_for_restore``)."""
+    return bool(choice.get("action") == "point" and not nodes and running_point and not running_stopped
                 and choice.get("point") != running_point)
 
 
-def restore_keeps_running(choice, running_point, nodes=None):
+def restore_keeps_running(choice, running_point, nodes=None, running_stopped=False):
     """Whether the restore only judges the server that runs now instead of planning, rendering and judging it again:
     the best point is the one whose unit the host has (``running_point``, applied by this run under the host's sweep
     lock, so nothing else changed it since), on one host (a node group judges its ranks together). The caller
     restarts it through the server role when that judge does not find it serving."""
-    return bool(choice.get("action") == "point" and not nodes and running_point
+    return bool(choice.get("action") == "point" and not nodes and running_point and not running_stopped
                 and choice.get("point") == running_point)
 
 

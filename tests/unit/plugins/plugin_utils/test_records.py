@@ -159,6 +159,30 @@ def test_a_point_stops_its_server_early_only_when_the_next_point_surely_starts_i
     assert records.stop_early(dict(sweep, rerun=True), "b", [_rec("c", "passed", 10.0)], "h", False)[0]
 
 
+def test_the_last_point_stops_its_server_early_only_when_the_restore_puts_back_another():
+    sweep = {"points": ["a", "b", "c"], "starts_server": ["a", "b", "c"], "restore": "best", "rerun": False,
+             "reference_concurrency": 8}
+    recs = [_rec("a", "passed", 150.0), _rec("b", "passed", 100.0)]
+    stop, why = records.stop_for_restore(sweep, "c", recs + [_rec("c", "passed", 120.0)], "h", False)
+    assert stop and "the restore puts back a" in why
+    # the last point is the best: the restore keeps it running
+    assert records.stop_for_restore(sweep, "c", recs + [_rec("c", "passed", 200.0)], "h", False) == (
+        False, "c is the best point: the restore keeps it running")
+    # nothing passed: the restore may put back what ran before the sweep, or leave the host as it is
+    assert "no point passed" in records.stop_for_restore(sweep, "c", [_rec("c", "crashed")], "h", False)[1]
+    # another host's records do not count
+    assert not records.stop_for_restore(sweep, "c", [_rec("a", "passed", 150.0, host="x"), _rec("c", "passed", 1.0)],
+                                        "h", False)[0]
+    assert "not the last point" in records.stop_for_restore(sweep, "b", recs, "h", False)[1]
+    assert "restore=previous" in records.stop_for_restore(dict(sweep, restore="previous"), "c", recs, "h", False)[1]
+    assert "restore=none" in records.stop_for_restore(dict(sweep, restore="none"), "c", recs, "h", False)[1]
+    assert "asked to stop" in records.stop_for_restore(sweep, "c", recs, "h", True)[1]
+    assert "node group" in records.stop_for_restore(sweep, "c", recs, "h", False, nodes={"group": "g"})[1]
+    # what the restore then does: neither stop it again nor keep it
+    assert not records.restore_stops_first({"action": "point", "point": "a"}, "c", running_stopped=True)
+    assert not records.restore_keeps_running({"action": "point", "point": "c"}, "c", running_stopped=True)
+
+
 def test_the_restore_stops_the_running_server_first_only_when_it_puts_back_another_point():
     assert records.restore_stops_first({"action": "point", "point": "a"}, "c")
     assert not records.restore_stops_first({"action": "point", "point": "c"}, "c")
