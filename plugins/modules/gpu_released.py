@@ -119,51 +119,8 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.moesweep.sweep.plugins.module_utils import nvidia_smi as smi
 from ansible_collections.moesweep.sweep.plugins.module_utils import ports
-from ansible_collections.moesweep.sweep.plugins.module_utils.readiness import parse_show, poll_until
-
-
-def _snapshot(module, binary, wanted_pids, port):
-    env = {"LC_ALL": "C"}
-    rc, out, err = module.run_command(
-        [binary, "--query-compute-apps=pid,process_name,used_memory,gpu_bus_id", "--format=csv,nounits"],
-        environ_update=env,
-    )
-    failure = smi.detect_driver_failure(out, err)
-    if rc != 0 or failure:
-        module.fail_json(msg="nvidia-smi failed: %s" % (failure or err.strip() or out.strip()), rc=rc,
-                         stdout=out, stderr=err)
-    apps = smi.parse_compute_apps(out)
-    if wanted_pids:
-        apps = [a for a in apps if a["pid"] in wanted_pids]
-    rc, out, err = module.run_command([binary, "--query-gpu=index,memory.used", "--format=csv,noheader,nounits"],
-                                      environ_update=env)
-    used = []
-    if rc == 0:
-        used = [int(r["memory_used_mib"] or 0) for r in smi.parse_query_gpu(out, ["index", "memory.used"])]
-    port_holders = ports.listeners(port) if port else []
-    return apps, used, port_holders
-
-
-# ActiveState values of a unit that has processes to stop (systemctl show; as ansible.builtin.systemd_service's
-# is_running_service and is_deactivating_service count them)
-RUNNING_STATES = ("active", "activating", "deactivating")
-
-
-def stop_unit(module, unit):
-    """Stop ``unit`` when it runs (systemctl stop blocks until it has stopped); whether it ran."""
-    systemctl = module.get_bin_path("systemctl", required=True)
-    env = {"LC_ALL": "C"}
-    rc, out, err = module.run_command([systemctl, "show", unit, "-p", "ActiveState"], environ_update=env)
-    if rc != 0 or parse_show(out).get("ActiveState") not in RUNNING_STATES:
-        return False
-    if not module.check_mode:
-        rc, out, err = module.run_command([systemctl, "stop", unit], environ_update=env)
-        if rc != 0:
-            module.fail_json(msg="systemctl stop %s failed (rc %d): %s" % (unit, rc, (err or out).strip()),
-                             stopped=False, released=False, elapsed=0.0)
-    return True
+from ansible_collections.moesweep.sweep.plugins.module_utils import release as rel
 
 
 def main():
@@ -180,40 +137,27 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    if p["timeout"] <= 0:
-        module.fail_json(msg="timeout must be greater than 0 (got %s)" % p["timeout"], elapsed=0.0)
-    if p["poll_interval"] <= 0:
-        module.fail_json(msg="poll_interval must be greater than 0", elapsed=0.0)
-    if not 0 <= p["port"] <= 65535:
-        module.fail_json(msg="port must be between 0 and 65535", elapsed=0.0)
+    problem = rel.bad_input(p["timeout"], p["poll_interval"], p["port"])
+    if problem:
+        module.fail_json(msg=problem, elapsed=0.0)
     binary = p["nvidia_smi_path"] or module.get_bin_path("nvidia-smi")
     if not binary or not os.path.exists(binary):
         module.fail_json(msg="no NVIDIA driver found on this host (nvidia-smi not in PATH)", elapsed=0.0)
-    wanted = set(p["pids"])
-    stopped = stop_unit(module, p["stop_unit"]) if p["stop_unit"] else False
-
-    def observe():
-        apps, used, port_holders = _snapshot(module, binary, wanted, p["port"])
-        return dict(holders=apps, port_holders=port_holders, memory_used_mib=used)
-
-    def released(seen):
-        return (not seen["holders"] and not seen["port_holders"]
-                and all(u <= p["max_memory_used_mib"] for u in seen["memory_used_mib"]))
-
-    # In check mode the current state is reported once, without waiting.
-    timeout = 0.0 if module.check_mode else p["timeout"]
-    ok, seen, elapsed = poll_until(observe, released, timeout, p["poll_interval"], clock=time.monotonic,
-                                   sleep=time.sleep)
-    result = dict(changed=stopped, stopped=stopped, released=ok, elapsed=round(elapsed, 3), **seen)
-    if ok or module.check_mode:
+    systemctl = module.get_bin_path("systemctl", required=True) if p["stop_unit"] else None
+    try:
+        # In check mode nothing is stopped and the current state is reported once, without waiting.
+        result = rel.release(module.run_command, binary, systemctl, p["stop_unit"], port=p["port"], pids=p["pids"],
+                             max_memory_used_mib=p["max_memory_used_mib"], timeout=p["timeout"],
+                             poll_interval=p["poll_interval"], check_mode=module.check_mode, clock=time.monotonic,
+                             sleep=time.sleep, listeners=ports.listeners)
+    except rel.ReleaseError as e:
+        module.fail_json(msg=e.msg, rc=e.rc, stdout=e.stdout, stderr=e.stderr, stopped=False, released=False,
+                         elapsed=0.0)
+    result["changed"] = result["stopped"]
+    if result["released"] or module.check_mode:
+        result.pop("msg", None)
         module.exit_json(**result)
-    who = ["PID %s (%s) holds %s MiB on GPU %s" % (a["pid"], a["process_name"], a["used_memory_mib"], a["gpu_bus_id"])
-           for a in seen["holders"]]
-    who += ["PID %s (%s) listens on port %s" % (h["pid"], h["cmdline"], p["port"]) for h in seen["port_holders"]]
-    if not who:
-        who = ["GPU memory still in use: %s MiB (limit %s MiB per GPU)" % (seen["memory_used_mib"],
-                                                                           p["max_memory_used_mib"])]
-    module.fail_json(msg="GPUs not released after %.1f s: %s" % (elapsed, "; ".join(who)), **result)
+    module.fail_json(**result)
 
 
 if __name__ == "__main__":

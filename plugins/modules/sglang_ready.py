@@ -105,6 +105,38 @@ options:
         started (its log's ready line is the verdict, as with O(start=true)); the task fails at once when the
         unit has started another run since.
     type: str
+  release:
+    description:
+      - With O(start=true), the restart protocol in one call - stop the unit when it runs (C(systemctl stop), which
+        sends SIGTERM, and SGLang drains and exits), wait (bounded) until no compute process holds a GPU, every GPU's memory
+        use is at most O(release.max_memory_used_mib) and nothing listens on O(release.port), and only then start
+        the unit and wait for that run. The stop and wait are the ones M(moesweep.sweep.gpu_released) runs (one
+        module_utils, C(release)).
+      - When the GPUs or the port are not released in time the task fails naming every PID that still holds them,
+        and nothing is started (RV(released) says what was seen).
+      - Omitted, nothing is stopped. Only with O(start=true).
+    type: dict
+    suboptions:
+      port:
+        description: TCP port that must be free before the start. Omitted, O(port). V(0) skips the port check.
+        type: int
+      timeout:
+        description: Seconds to wait for the release before failing. Must be greater than 0.
+        type: float
+        default: 60
+      max_memory_used_mib:
+        description:
+          - Largest C(memory.used) per GPU that counts as released. The driver keeps a few hundred MiB per GPU with
+            no process at all.
+        type: int
+        default: 1024
+      poll_interval:
+        description: Seconds between checks of the release.
+        type: float
+        default: 0.25
+      nvidia_smi_path:
+        description: Path of nvidia-smi. Found in E(PATH) when omitted.
+        type: path
   node_rank:
     description:
       - The unit's C(--node-rank) on a multi-node server. V(0) (the default, also on one host) serves the API;
@@ -112,7 +144,8 @@ options:
     type: int
     default: 0
 notes:
-  - In check mode nothing is started or read; C(changed) says whether O(start=true) would start the unit.
+  - In check mode nothing is stopped, started or read; C(changed) says whether O(start=true) would start the unit
+    (with O(release), always, since the unit would be stopped and started again).
 attributes:
   check_mode:
     support: full
@@ -138,6 +171,14 @@ EXAMPLES = r"""
     port: 30000
     timeout: 1200
     stall_timeout: 300
+
+- name: Restart - stop the old server, wait until its GPUs and port are free, start the new one and wait
+  moesweep.sweep.sglang_ready:
+    unit: sglang.service
+    start: true
+    port: 30000
+    release:
+      timeout: 120
 
 - name: Judge the server that is already running, branching on the outcome
   moesweep.sweep.sglang_ready:
@@ -227,6 +268,16 @@ verdict_at:
   returned: when the module waited
   type: float
   sample: 1764451200.123456
+released:
+  description:
+    - With O(release), the stop and release wait before the start - C(stopped) (the unit ran and was stopped),
+      C(released), C(elapsed) (seconds), C(holders) (compute processes still on a GPU at the last check),
+      C(port_holders) (processes still listening on the port) and C(memory_used_mib) (per GPU). Empty without
+      O(release) and in check mode.
+  returned: always
+  type: dict
+  sample: {"stopped": true, "released": true, "elapsed": 0.41, "holders": [], "port_holders": [],
+           "memory_used_mib": [3, 3, 3, 3, 3, 3, 3, 3]}
 node_rank:
   description: The rank that was judged (O(node_rank)).
   returned: always
@@ -238,9 +289,12 @@ msg:
   type: str
 """
 
+import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.moesweep.sweep.plugins.module_utils import ports
+from ansible_collections.moesweep.sweep.plugins.module_utils import release as rel
 from ansible_collections.moesweep.sweep.plugins.module_utils.readiness import (
     DEFAULT_HEALTH_TIMEOUT,
     FOLLOWER_HEALTH_PATHS,
@@ -292,13 +346,20 @@ def main():
             wait=dict(type="bool", default=True),
             invocation_id=dict(type="str"),
             node_rank=dict(type="int", default=0),
+            release=dict(type="dict", options=dict(
+                port=dict(type="int"),
+                timeout=dict(type="float", default=60.0),
+                max_memory_used_mib=dict(type="int", default=1024),
+                poll_interval=dict(type="float", default=0.25),
+                nvidia_smi_path=dict(type="path"),
+            )),
         ),
         supports_check_mode=True,
     )
     p = module.params
     empty = dict(state=None, cause=None, phase=None, after_ready=False, decisive_line=None, traceback=None,
                  timeline={}, elapsed=0.0, health_sequence=[], unit_state={}, lines_read=0, started=False,
-                 invocation_id=None, node_rank=p["node_rank"])
+                 invocation_id=None, node_rank=p["node_rank"], released={})
     unit, err = validate_unit(p["unit"])
     if err:
         module.fail_json(msg=err, waited=False, **empty)
@@ -312,6 +373,16 @@ def main():
     if p["invocation_id"] is not None and (p["start"] or not p["wait"]):
         module.fail_json(msg="invocation_id judges a run started earlier: give it without start and wait=false",
                          waited=False, **empty)
+    release = p["release"]
+    if release is not None:
+        if not p["start"] or not p["wait"]:
+            module.fail_json(msg="release stops the unit before this task starts it: give it with start=true and "
+                                 "wait=true", waited=False, **empty)
+        if release["port"] is None:
+            release["port"] = p["port"]
+        problem = rel.bad_input(release["timeout"], release["poll_interval"], release["port"])
+        if problem:
+            module.fail_json(msg="release: " + problem, waited=False, **empty)
     path = p["health_path"] if p["health_path"].startswith("/") else "/" + p["health_path"]
     if p["node_rank"] >= 1 and path not in FOLLOWER_HEALTH_PATHS:
         path = "/health"  # a rank >= 1 serves nothing else
@@ -322,6 +393,28 @@ def main():
         rc, out, _err = module.run_command([systemctl, "show", unit, "-p", ",".join(SHOW)],
                                            environ_update={"LC_ALL": "C"})
         return parse_show(out) if rc == 0 else {}
+
+    if release is not None:
+        nvidia_smi = release["nvidia_smi_path"] or module.get_bin_path("nvidia-smi")
+        if not nvidia_smi or not os.path.exists(nvidia_smi):
+            module.fail_json(msg="no NVIDIA driver found on this host (nvidia-smi not in PATH), so the release of the "
+                                 "GPUs cannot be checked; %s was not started" % unit, waited=False, **empty)
+        if module.check_mode:
+            module.exit_json(changed=True, waited=False,
+                             msg="check mode: would stop %s, wait for its GPUs and port, start it and wait" % unit,
+                             **empty)
+        try:
+            released = rel.release(module.run_command, nvidia_smi, systemctl, unit, port=release["port"],
+                                   max_memory_used_mib=release["max_memory_used_mib"], timeout=release["timeout"],
+                                   poll_interval=release["poll_interval"], clock=time.monotonic, sleep=time.sleep,
+                                   listeners=ports.listeners)
+        except rel.ReleaseError as e:
+            module.fail_json(msg="%s; %s was not started" % (e.msg, unit), rc=e.rc, waited=False,
+                             **dict(empty, changed=False))
+        empty["released"] = released
+        if not released["released"]:
+            module.fail_json(msg="%s; %s was not started" % (released.pop("msg"), unit), waited=False,
+                             changed=released["stopped"], **empty)
 
     before = unit_state()
     will_start = p["start"] and not unit_running(before)
@@ -337,7 +430,8 @@ def main():
         rc, out, err = module.run_command([systemctl, "start", unit], environ_update={"LC_ALL": "C"})
         if rc != 0:
             module.fail_json(msg="systemctl start %s failed: %s" % (unit, (err or out).strip()), rc=rc,
-                             waited=False, **dict(empty, unit_state=unit_state()))
+                             changed=bool(empty["released"].get("stopped")), waited=False,
+                             **dict(empty, unit_state=unit_state()))
         before = unit_state()
     invocation = before.get("InvocationID") or ""
     if not p["wait"]:
@@ -352,9 +446,10 @@ def main():
     if not invocation:
         result = dict(empty, state="stopped", unit_state=before, waited=True)
         result["msg"] = summary(unit, "stopped", result, p["stall_timeout"], p["timeout"], p["node_rank"])
+        changed = bool(empty["released"].get("stopped"))
         if p["fail_on_error"]:
-            module.fail_json(changed=False, **result)
-        module.exit_json(changed=False, **result)
+            module.fail_json(changed=changed, **result)
+        module.exit_json(changed=changed, **result)
 
     host = p["host"]
     if ":" in host and not host.startswith("["):
@@ -375,11 +470,13 @@ def main():
         prober.stop()
         journal.close()
 
-    result.update(waited=True, started=will_start, invocation_id=invocation, node_rank=p["node_rank"])
+    result.update(waited=True, started=will_start, invocation_id=invocation, node_rank=p["node_rank"],
+                  released=empty["released"])
     result["msg"] = summary(unit, state, result, p["stall_timeout"], p["timeout"], p["node_rank"])
+    changed = will_start or bool(empty["released"].get("stopped"))
     if state != "ready" and p["fail_on_error"]:
-        module.fail_json(changed=will_start, **result)
-    module.exit_json(changed=will_start, **result)
+        module.fail_json(changed=changed, **result)
+    module.exit_json(changed=changed, **result)
 
 
 if __name__ == "__main__":

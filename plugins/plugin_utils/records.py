@@ -371,6 +371,8 @@ def stage_of(task_action, failed_result=None):
     action = str(task_action or "").replace("moesweep.sweep.", "")
     if action == "sglang_nodes":
         return (failed_result or {}).get("stage") or "other"
+    if action == "sglang_ready" and ((failed_result or {}).get("released") or {}).get("released") is False:
+        return "restart"  # its release option: the old server's GPUs or port were never free, nothing started
     return {"sglang_preflight": "preflight", "sglang_ready": "readiness", "gpu_released": "restart",
             "sglang_smoke": "smoke", "sglang_bench": "benchmark", "sglang_bench_wait": "benchmark",
             "gpu_facts": "facts", "port_owner": "preflight"}.get(action, "other")

@@ -54,6 +54,9 @@ def run_playbook(playbook: str, extravars: dict | None = None, inventory: str | 
             key = WATCHED_ACTIONS.get(data.get("task_action") or data.get("resolved_action") or "")
             if key:
                 out.results[key] = res
+            if key == "readiness" and res.get("released"):
+                # a restart's stop and release wait, run by the readiness call itself (sglang_ready's release)
+                out.results["released"] = res["released"]
             if res.get("changed"):
                 out.changed += 1
             if kind == "runner_on_failed" and not data.get("ignore_errors") and out.failed_task is None:

@@ -59,9 +59,10 @@ def test_bad_input_fails_early_with_elapsed(ready, args, needle):
     assert r["elapsed"] == 0.0
 
 
-def _patch_sources(monkeypatch, lines, health_codes, show_outputs, start_rc=0):
+def _patch_sources(monkeypatch, lines, health_codes, show_outputs, start_rc=0, smi=()):
     """Patch the real subprocess / HTTP / systemctl boundaries: journalctl JSON on a pipe, the health probe,
-    run_command (systemctl show / start)."""
+    run_command (systemctl show / start / stop, and nvidia-smi's answers ``smi``: (compute apps CSV, memory CSV)
+    per look)."""
     import os
 
     entries = "".join(json.dumps({"MESSAGE": line, "__CURSOR": f"c{i}"}) + "\n" for i, line in enumerate(lines))
@@ -99,11 +100,20 @@ def _patch_sources(monkeypatch, lines, health_codes, show_outputs, start_rc=0):
             # the history read to the end first; the follower then starts after its last cursor
             calls["history"] = list(args)
             return 0, entries, ""
+        if args[0].endswith("nvidia-smi"):
+            if args[1].startswith("--query-compute-apps"):
+                calls["smi"] = next(looks)
+                return 0, calls["smi"][0], ""
+            return 0, calls["smi"][1], ""
         if args[1] == "start":
             return start_rc, "", "Failed to start sglang.service: Unit sglang.service not found." if start_rc else ""
+        if args[1] == "stop":
+            return 0, "", ""
         return 0, next(shows, show_outputs[-1]), ""
 
+    looks = iter(smi)
     monkeypatch.setattr(sglang_ready.AnsibleModule, "run_command", run_command)
+    monkeypatch.setattr(sglang_ready.ports, "listeners", lambda port: [])
     return calls
 
 
@@ -228,3 +238,52 @@ def test_a_killed_follower_rank_is_a_crash_with_systemds_verdict(ready, monkeypa
                      "poll_interval": 0.01, "fail_on_error": False})
     assert kind == "exit" and r["state"] == "crashed" and r["cause"] == "killed"
     assert r["decisive_line"] == "unit failed: ExecMainCode=2 ExecMainStatus=9"
+
+
+# ---------------------------------------------------------------------------------------------- release
+# nvidia-smi on the H200 device (bench/device): a process holding the GPU, then none
+DEVICE = FIXTURES_ROOT / "nvidia-smi" / "h200-x1-device"
+BUSY = ((DEVICE / "compute-apps-under-bf16-matmul.csv").read_text(), "0, 21700\n")
+IDLE = ((DEVICE / "compute-apps-idle.csv").read_text(), "0, 3\n")
+
+
+@pytest.fixture
+def smi_path(tmp_path):
+    path = tmp_path / "nvidia-smi"
+    path.write_text("")
+    return str(path)
+
+
+def test_release_stops_the_old_run_waits_for_the_gpus_then_starts(ready, monkeypatch, smi_path):
+    calls = _patch_sources(monkeypatch, READY_TAIL, [200] * 10, [STARTED, INACTIVE, STARTED], smi=[BUSY, IDLE])
+    kind, r = ready({"unit": "sglang.service", "start": True, "timeout": 10, "poll_interval": 0.01,
+                     "release": {"timeout": 5, "poll_interval": 0.01, "nvidia_smi_path": smi_path}})
+    assert kind == "exit" and r["state"] == "ready" and r["changed"] is True and r["started"] is True
+    assert r["released"]["stopped"] is True and r["released"]["released"] is True
+    assert r["released"]["memory_used_mib"] == [3] and "msg" not in r["released"]
+    verbs = [c[1] for c in calls["run"] if c[0].endswith("systemctl")]
+    assert verbs[:3] == ["show", "stop", "show"] and verbs.index("stop") < verbs.index("start")
+
+
+def test_release_not_in_time_names_the_holder_and_starts_nothing(ready, monkeypatch, smi_path):
+    calls = _patch_sources(monkeypatch, [], [], [STARTED], smi=[BUSY] * 1000)
+    kind, r = ready({"unit": "sglang.service", "start": True,
+                     "release": {"timeout": 0.05, "poll_interval": 0.01, "nvidia_smi_path": smi_path}})
+    assert kind == "fail" and r["released"]["released"] is False and r["changed"] is True
+    assert "PID 891 (/opt/torch/.venv/bin/python3) holds 21700 MiB on GPU 00000000:00:06.0" in r["msg"]
+    assert r["msg"].endswith("sglang.service was not started")
+    assert not any(c[1] == "start" for c in calls["run"] if c[0].endswith("systemctl"))
+
+
+def test_release_check_mode_and_bad_input(ready, monkeypatch, smi_path):
+    calls = _patch_sources(monkeypatch, [], [], [STARTED], smi=[BUSY])
+    kind, r = ready({"unit": "sglang.service", "start": True, "_ansible_check_mode": True,
+                     "release": {"nvidia_smi_path": smi_path}})
+    assert kind == "exit" and r["changed"] is True and r["waited"] is False and r["released"] == {}
+    assert calls["run"] == []  # nothing stopped, looked at or started
+    kind, r = ready({"unit": "sglang.service", "release": {"nvidia_smi_path": smi_path}})
+    assert kind == "fail" and "start=true" in r["msg"]
+    kind, r = ready({"unit": "sglang.service", "start": True, "release": {"timeout": 0}})
+    assert kind == "fail" and "release: timeout must be greater than 0" in r["msg"]
+    kind, r = ready({"unit": "sglang.service", "start": True, "release": {"nvidia_smi_path": smi_path + ".gone"}})
+    assert kind == "fail" and "nvidia-smi not in PATH" in r["msg"] and "was not started" in r["msg"]

@@ -266,3 +266,16 @@ def test_the_server_before_the_sweep_is_stopped_at_once_only_when_the_first_poin
     assert "restore=none" in records.stop_before_sweep(dict(sweep, restore="none"), [], "h", False)[1]
     assert "node group" in records.stop_before_sweep(sweep, [], "h", False, nodes={"group": "g"})[1]
     assert "asked to stop" in records.stop_before_sweep(sweep, [], "h", True)[1]
+
+
+@pytest.mark.parametrize("action,result,stage", [
+    ("moesweep.sweep.sglang_ready", {"state": "crashed"}, "readiness"),
+    # the restart's stop and release wait, run by the readiness call (its release option): nothing started
+    ("moesweep.sweep.sglang_ready", {"released": {"released": False, "stopped": True}}, "restart"),
+    ("moesweep.sweep.sglang_ready", {"released": {"released": True}, "state": "hang"}, "readiness"),
+    ("moesweep.sweep.gpu_released", {"released": False}, "restart"),
+    ("moesweep.sweep.sglang_nodes", {"stage": "restart"}, "restart"),
+    ("ansible.builtin.assert", {}, "other"),
+])
+def test_stage_of_a_failed_task(action, result, stage):
+    assert records.stage_of(action, result) == stage
