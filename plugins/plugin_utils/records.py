@@ -378,9 +378,11 @@ def stage_of(task_action, failed_result=None):
             "gpu_facts": "facts", "port_owner": "preflight"}.get(action, "other")
 
 
-# A node group's readiness also names the rank that decided it and carries every rank's own verdict.
+# A node group's readiness also names the rank that decided it and carries every rank's own verdict; a restart's
+# readiness the stop and release wait before its start (sglang_ready's release: stopped, released, elapsed, holders).
 READINESS_KEYS = ("state", "cause", "phase", "after_ready", "decisive_line", "traceback", "timeline", "elapsed",
-                  "health_sequence", "unit_state", "invocation_id", "started", "node_rank", "node_host", "nodes")
+                  "health_sequence", "unit_state", "invocation_id", "started", "node_rank", "node_host", "nodes",
+                  "released")
 
 
 def nodes_of(plan):

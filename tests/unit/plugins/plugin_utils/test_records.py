@@ -279,3 +279,12 @@ def test_the_server_before_the_sweep_is_stopped_at_once_only_when_the_first_poin
 ])
 def test_stage_of_a_failed_task(action, result, stage):
     assert records.stage_of(action, result) == stage
+
+
+def test_a_restarts_release_wait_is_kept_in_the_record():
+    released = {"stopped": True, "released": True, "elapsed": 0.41, "holders": [], "port_holders": [],
+                "memory_used_mib": [3, 3]}
+    ctx = {"sweep_id": "s", "host": "h", "point": "p", "readiness": dict(READY, released=released),
+           "smoke": {"state": "ok"}, "benchmark": OK_BENCH, "launch": {"backend": "triton"}, "failed_result": {},
+           "reference_concurrency": 8}
+    assert records.build_point_record(ctx)["readiness"]["released"] == released
