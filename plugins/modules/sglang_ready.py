@@ -373,16 +373,6 @@ def main():
     if p["invocation_id"] is not None and (p["start"] or not p["wait"]):
         module.fail_json(msg="invocation_id judges a run started earlier: give it without start and wait=false",
                          waited=False, **empty)
-    release = p["release"]
-    if release is not None:
-        if not p["start"] or not p["wait"]:
-            module.fail_json(msg="release stops the unit before this task starts it: give it with start=true and "
-                                 "wait=true", waited=False, **empty)
-        if release["port"] is None:
-            release["port"] = p["port"]
-        problem = rel.bad_input(release["timeout"], release["poll_interval"], release["port"])
-        if problem:
-            module.fail_json(msg="release: " + problem, waited=False, **empty)
     path = p["health_path"] if p["health_path"].startswith("/") else "/" + p["health_path"]
     if p["node_rank"] >= 1 and path not in FOLLOWER_HEALTH_PATHS:
         path = "/health"  # a rank >= 1 serves nothing else
@@ -394,7 +384,18 @@ def main():
                                            environ_update={"LC_ALL": "C"})
         return parse_show(out) if rc == 0 else {}
 
+    # The restart protocol's stop and release wait, before anything is started (module_utils release).
+    release = p["release"]
+    stopped_old = False
     if release is not None:
+        if not p["start"] or not p["wait"]:
+            module.fail_json(msg="release stops the unit before this task starts it: give it with start=true and "
+                                 "wait=true", waited=False, **empty)
+        if release["port"] is None:
+            release["port"] = p["port"]
+        problem = rel.bad_input(release["timeout"], release["poll_interval"], release["port"])
+        if problem:
+            module.fail_json(msg="release: " + problem, waited=False, **empty)
         nvidia_smi = release["nvidia_smi_path"] or module.get_bin_path("nvidia-smi")
         if not nvidia_smi or not os.path.exists(nvidia_smi):
             module.fail_json(msg="no NVIDIA driver found on this host (nvidia-smi not in PATH), so the release of the "
@@ -411,10 +412,10 @@ def main():
         except rel.ReleaseError as e:
             module.fail_json(msg="%s; %s was not started" % (e.msg, unit), rc=e.rc, waited=False,
                              **dict(empty, changed=False))
-        empty["released"] = released
+        empty["released"], stopped_old = released, released["stopped"]
         if not released["released"]:
             module.fail_json(msg="%s; %s was not started" % (released.pop("msg"), unit), waited=False,
-                             changed=released["stopped"], **empty)
+                             changed=stopped_old, **empty)
 
     before = unit_state()
     will_start = p["start"] and not unit_running(before)
@@ -430,7 +431,7 @@ def main():
         rc, out, err = module.run_command([systemctl, "start", unit], environ_update={"LC_ALL": "C"})
         if rc != 0:
             module.fail_json(msg="systemctl start %s failed: %s" % (unit, (err or out).strip()), rc=rc,
-                             changed=bool(empty["released"].get("stopped")), waited=False,
+                             changed=stopped_old, waited=False,
                              **dict(empty, unit_state=unit_state()))
         before = unit_state()
     invocation = before.get("InvocationID") or ""
@@ -446,10 +447,9 @@ def main():
     if not invocation:
         result = dict(empty, state="stopped", unit_state=before, waited=True)
         result["msg"] = summary(unit, "stopped", result, p["stall_timeout"], p["timeout"], p["node_rank"])
-        changed = bool(empty["released"].get("stopped"))
         if p["fail_on_error"]:
-            module.fail_json(changed=changed, **result)
-        module.exit_json(changed=changed, **result)
+            module.fail_json(changed=stopped_old, **result)
+        module.exit_json(changed=stopped_old, **result)
 
     host = p["host"]
     if ":" in host and not host.startswith("["):
@@ -473,7 +473,7 @@ def main():
     result.update(waited=True, started=will_start, invocation_id=invocation, node_rank=p["node_rank"],
                   released=empty["released"])
     result["msg"] = summary(unit, state, result, p["stall_timeout"], p["timeout"], p["node_rank"])
-    changed = will_start or bool(empty["released"].get("stopped"))
+    changed = will_start or stopped_old
     if state != "ready" and p["fail_on_error"]:
         module.fail_json(changed=changed, **result)
     module.exit_json(changed=changed, **result)
