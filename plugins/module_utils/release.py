@@ -22,9 +22,6 @@ from ansible_collections.moesweep.sweep.plugins.module_utils.readiness import pa
 # is_running_service and is_deactivating_service count them)
 RUNNING_STATES = ("active", "activating", "deactivating")
 
-DEFAULTS = dict(port=0, pids=(), max_memory_used_mib=1024, timeout=60.0, poll_interval=0.25)
-
-
 class ReleaseError(Exception):
     """A command of the protocol failed (nvidia-smi, systemctl stop); ``rc`` its exit status."""
 
@@ -72,7 +69,8 @@ def observe(run_command, nvidia_smi, pids=(), port=0, listeners=ports.listeners)
                            stderr=err)
     apps = smi.parse_compute_apps(out)
     if pids:
-        apps = [a for a in apps if a["pid"] in set(pids)]
+        wanted = set(pids)
+        apps = [a for a in apps if a["pid"] in wanted]
     rc, out, err = run_command([nvidia_smi, "--query-gpu=index,memory.used", "--format=csv,noheader,nounits"],
                                environ_update=env)
     used = []
