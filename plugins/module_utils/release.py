@@ -22,6 +22,7 @@ from ansible_collections.moesweep.sweep.plugins.module_utils.readiness import pa
 # is_running_service and is_deactivating_service count them)
 RUNNING_STATES = ("active", "activating", "deactivating")
 
+
 class ReleaseError(Exception):
     """A command of the protocol failed (nvidia-smi, systemctl stop); ``rc`` its exit status."""
 
