@@ -3,9 +3,11 @@
 # Apache License 2.0 (see LICENSE)
 """Who listens on a TCP port, read from ``/proc/net/tcp{,6}`` and ``/proc/<pid>/fd``.
 
-The parsing is pure (``parse_proc_net_tcp``); ``listeners`` does the small amount of I/O. Used by
-the server role's preflight (a port already taken by *something else* is named, with its process)
-and by the restart protocol (the old server's port must be free before the new one starts).
+The parsing and the refusal are pure (``parse_proc_net_tcp``, ``foreign``, ``in_use_message``); ``listeners``
+and ``unit_of`` do the small amount of I/O. Used by the server's unit call (``sglang_unit`` refuses, before it
+writes anything, a port already taken by *something else*, naming its process), ``port_owner``, a node group's
+port check on the controller (``plugin_utils/nodes.py``), and the restart protocol (the old server's port must be
+free before the new one starts).
 """
 
 import os
@@ -87,3 +89,47 @@ def listeners(port, proc_root="/proc"):
         return found
     still = listening_inodes(port, proc_root) & inodes
     return [{"pid": None, "cmdline": "unknown (socket inode %s)" % sorted(still)}] if still else []
+
+
+def unit_of(pid, proc_root="/proc"):
+    """The systemd unit a process runs in, from the last path element of its cgroup, or None."""
+    if pid is None:
+        return None
+    try:
+        with open(os.path.join(proc_root, str(pid), "cgroup")) as fh:
+            text = fh.read()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        path = line.split(":", 2)[-1]
+        for part in reversed(path.split("/")):
+            if part.endswith((".service", ".scope")):
+                return part
+    return None
+
+
+def owners(port, proc_root="/proc"):
+    """``listeners`` with each one's systemd unit: ``[{"pid", "cmdline", "unit"}]``."""
+    found = listeners(port, proc_root)
+    for entry in found:
+        entry["unit"] = unit_of(entry["pid"], proc_root)
+    return found
+
+
+def foreign(found, unit):
+    """The listeners that do not run in ``unit`` (the server's own unit may hold its port)."""
+    return [item for item in (found or []) if item.get("unit") != unit]
+
+
+def holders(found):
+    """``PID 812 (python3 -m http.server 8000, unit foo.service); ...``: who holds a port, for a message."""
+    parts = []
+    for item in found:
+        unit = ", unit " + item["unit"] if item.get("unit") else ""
+        parts.append("PID %s (%s%s)" % (item.get("pid"), item.get("cmdline") or "?", unit))
+    return "; ".join(parts)
+
+
+def in_use_message(port, taken, fix):
+    """The refusal of a port held by ``taken`` (``foreign`` listeners), ending with the ``fix``."""
+    return "port %s is already in use by %s; %s" % (port, holders(taken), fix)

@@ -13,13 +13,23 @@ description:
     systemd unit (from C(/proc/PID/cgroup)). Read-only; supports check mode.
   - A listening socket whose process cannot be found (another PID namespace, no permission) is listed
     with C(pid) null rather than dropped, so RV(in_use) stays true.
-  - The server role uses it before writing anything, so that a port already taken by something other
-    than its own unit is reported with the owning process instead of surfacing later as a crash.
+  - With O(allowed_unit), fails when a process outside that unit listens on the port, naming each process, its
+    command line and unit, and O(fix). The server role's check entry point uses it (the sweep's unit call,
+    M(moesweep.sweep.sglang_unit), makes the same refusal before it writes anything), so that a port already taken
+    by something other than the server's own unit is reported with the owning process instead of surfacing later as
+    a crash.
 options:
   port:
     description: TCP port to inspect.
     type: int
     required: true
+  allowed_unit:
+    description: The systemd unit that may listen on O(port) (the server's own). Given, any other listener fails the task.
+    type: str
+  fix:
+    description: How the user frees the O(port), the end of the refusal (with O(allowed_unit)).
+    type: str
+    default: stop that process or choose another port
 author:
   - moesweep contributors (!UNKNOWN)
 extends_documentation_fragment:
@@ -46,6 +56,12 @@ EXAMPLES = r"""
   moesweep.sweep.port_owner:
     port: 30000
   register: owner
+
+- name: Refuse the port when anything but the server's unit listens on it
+  moesweep.sweep.port_owner:
+    port: 8000
+    allowed_unit: sglang.service
+    fix: stop that process or choose another port in sglang_server_flags.port
 """
 
 RETURN = r"""
@@ -79,31 +95,17 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.moesweep.sweep.plugins.module_utils import ports
 
 
-def unit_of(pid):
-    """The systemd unit a process runs in, from the last path element of its cgroup, or None."""
-    if pid is None:
-        return None
-    try:
-        with open("/proc/%d/cgroup" % pid) as fh:
-            text = fh.read()
-    except OSError:
-        return None
-    for line in text.splitlines():
-        path = line.split(":", 2)[-1]
-        for part in reversed(path.split("/")):
-            if part.endswith((".service", ".scope")):
-                return part
-    return None
-
-
 def main():
-    module = AnsibleModule(argument_spec=dict(port=dict(type="int", required=True)), supports_check_mode=True)
+    module = AnsibleModule(argument_spec=dict(port=dict(type="int", required=True), allowed_unit=dict(type="str"),
+                                              fix=dict(type="str", default="stop that process or choose another port")),
+                           supports_check_mode=True)
     port = module.params["port"]
     if not 1 <= port <= 65535:
         module.fail_json(msg="port must be between 1 and 65535 (got %d)" % port)
-    found = ports.listeners(port)
-    for entry in found:
-        entry["unit"] = unit_of(entry["pid"])
+    found = ports.owners(port)
+    taken = ports.foreign(found, module.params["allowed_unit"]) if module.params["allowed_unit"] else []
+    if taken:
+        module.fail_json(msg=ports.in_use_message(port, taken, module.params["fix"]), listeners=found, in_use=True)
     module.exit_json(changed=False, listeners=found, in_use=bool(found))
 
 

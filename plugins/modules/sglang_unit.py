@@ -25,6 +25,9 @@ description:
     login shell or a home made for it, in the supplementary groups asked), or gives an existing user the primary
     group, supplementary groups, home and shell asked for (with C(groupadd), C(useradd) and C(usermod), as
     C(ansible.builtin.group) and C(ansible.builtin.user) do); its other groups, UID and password are left alone.
+  - With O(port), first refuses a port that a process outside this unit listens on (read from C(/proc), as
+    M(moesweep.sweep.port_owner) does), naming each process, its command line and unit, and O(port_fix); nothing is
+    written, made or reloaded then, in check mode too. The unit's own server may hold its port (a restart replaces it).
   - Creates the O(directories) the unit needs (the service user's home and caches, the configuration directory) when
     they are missing, and gives each its owner, group and mode, before the files are written.
   - RV(config_changed) is the decision a restart hangs on, true when the unit or its environment file changed, or systemd
@@ -57,6 +60,16 @@ options:
     description: Check a changed unit with C(systemd-analyze verify) before it replaces the old one.
     type: bool
     default: true
+  port:
+    description:
+      - The TCP port the unit's server listens on. Given, a process outside O(name) that listens on it fails the task
+        before anything is changed. Omitted, the port is not looked at (a node group's ranks check theirs together
+        before any rank changes, M(moesweep.sweep.sglang_nodes)).
+    type: int
+  port_fix:
+    description: How the user frees the O(port), the end of its refusal.
+    type: str
+    default: stop that process or choose another port for the server
   enabled:
     description: Enable (V(true)) or disable (V(false)) the unit at boot. Omitted, left as it is.
     type: bool
@@ -134,6 +147,7 @@ seealso:
   - module: ansible.builtin.template
   - module: ansible.builtin.systemd_service
   - module: moesweep.sweep.sglang_ready
+  - module: moesweep.sweep.port_owner
 """
 
 EXAMPLES = r"""
@@ -145,6 +159,8 @@ EXAMPLES = r"""
     env_path: /etc/sglang/sglang.env
     env_content: "{{ lookup('ansible.builtin.template', 'sglang.env.j2') }}"
     enabled: false
+    port: 8000
+    port_fix: stop that process or choose another port in sglang_server_flags.port
     account: {user: sglang, group: sglang, groups: [video], home: /var/lib/sglang}
     directories:
       - {path: /var/lib/sglang, owner: sglang, group: sglang, mode: "0750"}
@@ -194,6 +210,12 @@ directories_changed:
   type: list
   elements: str
   sample: ["/var/lib/sglang/.cache/sglang"]
+listeners:
+  description: When the O(port) is refused, the processes that listen on it (as M(moesweep.sweep.port_owner) returns them).
+  returned: when O(port) is held by another process
+  type: list
+  elements: dict
+  sample: [{"pid": 812, "cmdline": "python3 -m http.server 8000", "unit": "squatter.service"}]
 status:
   description: C(systemctl show) of the unit after the call.
   returned: always
@@ -208,6 +230,7 @@ import stat
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.moesweep.sweep.plugins.module_utils import ports
 from ansible_collections.moesweep.sweep.plugins.module_utils.accounts import account_commands
 from ansible_collections.moesweep.sweep.plugins.module_utils.readiness import parse_show
 
@@ -377,6 +400,17 @@ def verify_unit(module, name, content):
     return rc == 0 and not text, text
 
 
+def refuse_taken_port(module, name, port, fix):
+    """Fail, before anything is changed, when a process outside the unit ``name`` listens on ``port``."""
+    if not 1 <= port <= 65535:
+        module.fail_json(msg="port must be between 1 and 65535 (got %d)" % port)
+    taken = ports.foreign(ports.owners(port), name)
+    if taken:
+        module.fail_json(msg=ports.in_use_message(port, taken, fix) + "; nothing was changed", listeners=taken,
+                         config_changed=False, unit_changed=False, env_changed=False, reloaded=False,
+                         account_changed=[], directories_changed=[])
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -387,6 +421,8 @@ def main():
             env_content=dict(type="str", no_log=True),
             verify=dict(type="bool", default=True),
             enabled=dict(type="bool"),
+            port=dict(type="int"),
+            port_fix=dict(type="str", default="stop that process or choose another port for the server"),
             account=dict(type="dict", options=dict(
                 user=dict(type="str", required=True),
                 group=dict(type="str", required=True),
@@ -419,6 +455,8 @@ def main():
         if rc != 0:
             module.fail_json(msg="systemctl %s failed (rc %d): %s" % (" ".join(argv), rc, (err or out).strip()))
 
+    if p["port"] is not None:
+        refuse_taken_port(module, p["name"], p["port"], p["port_fix"])
     account = plan_account(module, p["account"])
     unit_changed, unit_attrs = file_state(p["unit_path"], p["unit_content"], UNIT_MODE)
     env_changed = env_attrs = False

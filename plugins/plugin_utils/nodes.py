@@ -26,9 +26,13 @@ __metaclass__ = type
 import hashlib
 import json
 
+from ansible_collections.moesweep.sweep.plugins.module_utils import ports
+
 DEFAULT_GROUP = "sglang_nodes"
 RANK_VAR = "sglang_server_node_rank"
 PORT_VAR = "sglang_server_dist_init_port"
+# how a rank's server port is freed (the sglang_server role's configure.yml gives sglang_unit the same fix)
+SERVER_PORT_FIX = "stop that process or choose another port in sglang_server_flags.port"
 # the role's default for PORT_VAR (roles/sglang_server/defaults/main.yml), the example of sglang's --dist-init-addr help
 DEFAULT_PORT = 25000
 # Strategies that run a task on every host before the next task starts on any (debug is linear's subclass).
@@ -252,18 +256,6 @@ def _label(plan, host):
     return "rank %d (%s)" % (plan["hosts"].index(host), host)
 
 
-def _foreign(listeners, unit):
-    return [item for item in (listeners or []) if item.get("unit") != unit]
-
-
-def _holders(listeners):
-    parts = []
-    for item in listeners:
-        unit = ", unit " + item["unit"] if item.get("unit") else ""
-        parts.append("PID %s (%s%s)" % (item.get("pid"), item.get("cmdline") or "?", unit))
-    return "; ".join(parts)
-
-
 def check_ports(plan, preflights, server_ports, dist_port, unit, point=None):
     """After every rank's preflight: the refusal (a message) when a rank's preflight failed or did not run for this
     point, a rank's server port is held by anything but ``unit``, or rank 0's dist-init port is; else None.
@@ -278,16 +270,15 @@ def check_ports(plan, preflights, server_ports, dist_port, unit, point=None):
     for host in plan["hosts"]:
         result = server_ports.get(host) or {}
         port = ((preflights.get(host) or {}).get("launch") or {}).get("port")
-        taken = _foreign(result.get("listeners"), unit)
+        taken = ports.foreign(result.get("listeners"), unit)
         if taken:
-            problems.append("%s: port %s is already in use by %s; stop that process or choose another port in "
-                            "sglang_server_flags.port" % (_label(plan, host), port, _holders(taken)))
-    taken = _foreign((dist_port or {}).get("listeners"), unit)
+            problems.append("%s: %s" % (_label(plan, host), ports.in_use_message(port, taken, SERVER_PORT_FIX)))
+    taken = ports.foreign((dist_port or {}).get("listeners"), unit)
     if taken:
         problems.append("%s: the dist-init port %d (--dist-init-addr %s) is already in use by %s; stop that process "
                         "or set %s to a free port for the group"
                         % (_label(plan, plan["hosts"][0]), plan["dist_init_port"], plan["dist_init_addr"],
-                           _holders(taken), PORT_VAR))
+                           ports.holders(taken), PORT_VAR))
     if not problems:
         return None
     return "node group %s: the point is refused on every rank, nothing changed: %s" % (

@@ -242,9 +242,17 @@ def test_port_held_by_another_process_is_named(host):
             if "LISTEN" in host.sh(h, "ss -Hltn 'sport = :8000' | sed 's/^/LISTEN /'").stdout:
                 break
             time.sleep(0.1)
+        before = host.sh(h, "md5sum /etc/systemd/system/sglang.service /etc/sglang/sglang.env").stdout
         run, out = sweep(host, "flashinfer_cutlass")
         assert run.rc != 0
         assert "port 8000 is already in use by PID" in out.failed_msg and "http.server" in out.failed_msg
-        assert "squatter.service" in out.failed_msg
+        assert "squatter.service" in out.failed_msg and "sglang_server_flags.port" in out.failed_msg
+        assert "Render the environment file and the systemd unit" in out.failed_task  # sglang_unit's first step
+        assert host.sh(h, "md5sum /etc/systemd/system/sglang.service /etc/sglang/sglang.env").stdout == before
+        # the check that changes nothing names it too (the role's check entry point, port_owner allowed_unit)
+        check = run_playbook("playbooks/check.yml", extravars={"backend": "triton"}, inventory=str(host.inventory))
+        assert check.rc != 0
+        failed = check.hosts[h]
+        assert "port 8000 is already in use by PID" in failed.failed_msg and "squatter.service" in failed.failed_msg
     finally:
         host.sh(h, "systemctl stop squatter.service", timeout=30)

@@ -10,7 +10,7 @@ from ansible.module_utils.testing import patch_module_args
 
 # isort: split
 from ansible_collections.moesweep.sweep.plugins.module_utils import ports
-from ansible_collections.moesweep.sweep.plugins.modules import gpu_released
+from ansible_collections.moesweep.sweep.plugins.modules import gpu_released, port_owner
 from helpers.paths import FIXTURES as FIXTURES_ROOT
 
 FIX = FIXTURES_ROOT
@@ -163,3 +163,29 @@ def test_bad_input(args, msg):
     with pytest.raises(FailJson) as e:
         run_module(args, [])
     assert msg in e.value.args[0]["msg"]
+
+
+SQUATTER = {"pid": 901, "cmdline": "python3 -m http.server 8000", "unit": "squatter.service"}
+
+
+def run_port_owner(monkeypatch, found, **args):
+    monkeypatch.setattr(port_owner.ports, "owners", lambda port: [dict(f) for f in found])
+    with patch_module_args(dict(port=8000, **args)):
+        with pytest.raises((ExitJson, FailJson)) as exc:
+            port_owner.main()
+    return exc.type, exc.value.args[0]
+
+
+def test_port_owner_reports_without_refusing(monkeypatch):
+    kind, res = run_port_owner(monkeypatch, [SQUATTER])
+    assert kind is ExitJson and res["in_use"] and res["listeners"] == [SQUATTER]
+
+
+def test_port_owner_refuses_a_listener_outside_the_allowed_unit(monkeypatch):
+    kind, res = run_port_owner(monkeypatch, [SQUATTER], allowed_unit="sglang.service",
+                               fix="stop that process or choose another port in sglang_server_flags.port")
+    assert kind is FailJson
+    assert res["msg"] == ("port 8000 is already in use by PID 901 (python3 -m http.server 8000, unit "
+                          "squatter.service); stop that process or choose another port in sglang_server_flags.port")
+    kind, res = run_port_owner(monkeypatch, [dict(SQUATTER, unit="sglang.service")], allowed_unit="sglang.service")
+    assert kind is ExitJson and res["in_use"]

@@ -165,6 +165,38 @@ def test_env_path_without_content_is_refused(run_module, systemd, tmp_path):
     assert kind == "fail" and "env_content" in res["msg"]
 
 
+SQUATTER = {"pid": 901, "cmdline": "python3 -m http.server 8000 --bind 127.0.0.1", "unit": "squatter.service"}
+OWN = {"pid": 4242, "cmdline": "python3 -m sglang.launch_server --port 8000", "unit": "sglang.service"}
+
+
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_a_port_held_by_another_process_is_refused_before_anything_is_written(run_module, systemd, tmp_path,
+                                                                              monkeypatch, check_mode):
+    s = systemd(unit_file_state="")
+    monkeypatch.setattr(sglang_unit.ports, "owners", lambda port: [dict(SQUATTER)] if port == 8000 else [])
+    kind, res = run_module(sglang_unit, args(tmp_path, port=8000, directories=dirs(tmp_path),
+                                             port_fix="stop that process or choose another port in "
+                                                      "sglang_server_flags.port", _ansible_check_mode=check_mode))
+    assert kind == "fail"
+    assert res["msg"] == ("port 8000 is already in use by PID 901 (python3 -m http.server 8000 --bind 127.0.0.1, "
+                          "unit squatter.service); stop that process or choose another port in "
+                          "sglang_server_flags.port; nothing was changed")
+    assert res["listeners"] == [SQUATTER] and not res["config_changed"]
+    assert s.calls == [] and not (tmp_path / "system").exists() and not (tmp_path / "home").exists()
+
+
+def test_the_own_unit_on_its_port_or_a_free_port_goes_on(run_module, systemd, tmp_path, monkeypatch):
+    systemd(unit_file_state="")
+    held = {8000: [dict(OWN)]}
+    monkeypatch.setattr(sglang_unit.ports, "owners", lambda port: held.get(port, []))
+    for port in (8000, 30000):
+        kind, res = run_module(sglang_unit, args(tmp_path, port=port))
+        assert kind == "exit", res
+    assert (tmp_path / "system" / "sglang.service").read_text() == UNIT
+    kind, res = run_module(sglang_unit, args(tmp_path, port=0))
+    assert kind == "fail" and "port must be between 1 and 65535" in res["msg"]
+
+
 def dirs(tmp_path, owner="root", group="root"):
     home = tmp_path / "home"
     return [{"path": str(home), "owner": owner, "group": group, "mode": "0750"},
