@@ -211,28 +211,31 @@ class Event:
     at: float = field(default_factory=time.time)
 
 
-# Task names of a point (playbooks/tasks/sweep_point.yml) -> the phase they start.
+# Task names of a point (playbooks/tasks/sweep_point.yml and the server role's tasks) -> the phases they start. A
+# restart is one call (sglang_ready's release: stop, release wait, start, readiness), so its task starts two phases.
 PHASES = (
-    ("Plan the launch and check it", "preflight"),
-    ("Skip a point that already passed", "resume"),
-    ("Render the environment file", "configure"),
-    ("Stop the old server", "restart"),
-    ("Wait until no process holds a GPU", "restart"),
-    ("Start the server and wait", "readiness"),
-    ("Judge the running server", "readiness"),
-    ("Check what the server generates", "smoke"),
-    ("Benchmark with sglang's bench_serving", "benchmark"),
-    ("Record the point", "record"),
-    ("Record the failed point", "record"),
-    ("Choose the configuration to leave the host on", "restore"),
+    ("Check names and timeouts", ("preflight",)),  # the first task of the server role's preflight
+    ("Skip a point that already passed", ("resume",)),
+    ("Render the environment file", ("configure",)),
+    ("Restart: stop the old server", ("restart", "readiness")),
+    ("Stop rank 0 first", ("restart",)),  # a node group (roles/sglang_server/tasks/nodes.yml)
+    ("Wait for every rank at once", ("readiness",)),
+    ("Start the server and wait", ("readiness",)),
+    ("Judge the running server", ("readiness",)),
+    ("Check what the server generates", ("smoke",)),
+    ("Benchmark with sglang's bench_serving", ("benchmark",)),
+    ("Record the point", ("record",)),
+    ("Record the failed point", ("record",)),
+    ("Choose the configuration to leave the host on", ("restore",)),
 )
 
 
-def phase_of(task_name: str) -> str | None:
-    for prefix, phase in PHASES:
+def phases_of(task_name: str) -> tuple[str, ...]:
+    """The phases a task starts, in order (none for a task that starts no phase)."""
+    for prefix, phases in PHASES:
         if (task_name or "").startswith(prefix):
-            return phase
-    return None
+            return phases
+    return ()
 
 
 BENCH_WAIT = "moesweep.sweep.sglang_bench_wait"  # follows the async benchmark job (roles/sglang_bench)
@@ -268,9 +271,9 @@ def events_from_runner(event: dict, state: dict) -> list[Event]:
     res = data.get("res") or {}
     out = []
     if kind == "runner_on_start":
-        phase = phase_of(data.get("task") or "")
-        if phase and host in state:
-            out.append(Event("phase", host=host, point=state[host], phase=phase, detail={"task": data.get("task")}))
+        if host in state:
+            out += [Event("phase", host=host, point=state[host], phase=phase, detail={"task": data.get("task")})
+                    for phase in phases_of(data.get("task") or "")]
     elif kind == "runner_on_ok":
         ev = res.get("moesweep_event")
         if "moesweep_sweep" in res and ev is None and res.get("ansible_facts", {}).get("moesweep_sweep"):

@@ -96,8 +96,18 @@ def test_a_skipped_include_does_not_say_readiness_before_the_restart():
     from helpers.paths import REPO
 
     tasks = yaml.safe_load((REPO / "roles/sglang_server/tasks/run.yml").read_text())
-    include = next(t["name"] for t in tasks if t.get("ansible.builtin.include_tasks") == "ready.yml")
-    assert api.phase_of(include) is None  # it starts (and is skipped) at every point that restarts
-    assert api.phase_of("Judge the running server") == "readiness"  # the task it includes, when it runs
-    assert api.phase_of("Start the server and wait") == "readiness"
-    assert api.phase_of("Stop the old server (SIGTERM, SGLang drains and exits)") == "restart"
+    includes = [t["name"] for t in tasks if t.get("ansible.builtin.include_tasks") == "ready.yml"]
+    assert len(includes) == 2  # the judge of a server that runs, the restart
+    for name in includes:
+        assert api.phases_of(name) == ()  # each starts (and is skipped) at every point that takes the other
+    ready = yaml.safe_load((REPO / "roles/sglang_server/tasks/ready.yml").read_text())[0]["name"]
+    # the name each included call gets (ready.yml templates it)
+    assert "'Judge the running server' if not __sglang_server_ready_start" in ready
+    assert "'Restart: stop the old server if one runs," in ready
+    assert api.phases_of("Judge the running server") == ("readiness",)
+    assert api.phases_of("Start the server and wait") == ("readiness",)
+    # a restart is one call: its stop, release wait, start and wait
+    assert api.phases_of("Restart: stop the old server if one runs, wait until its GPUs and port are free, start "
+                         "the server and wait") == ("restart", "readiness")
+    assert api.phases_of("Check names and timeouts") == ("preflight",)
+    assert api.phases_of("Stop rank 0 first") == ("restart",)
