@@ -211,7 +211,7 @@ directories_changed:
   elements: str
   sample: ["/var/lib/sglang/.cache/sglang"]
 listeners:
-  description: When the O(port) is refused, the processes that listen on it (as M(moesweep.sweep.port_owner) returns them).
+  description: When the O(port) is refused, the processes outside O(name) that listen on it (as M(moesweep.sweep.port_owner) lists them).
   returned: when O(port) is held by another process
   type: list
   elements: dict
