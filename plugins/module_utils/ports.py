@@ -91,6 +91,11 @@ def listeners(port, proc_root="/proc"):
     return [{"pid": None, "cmdline": "unknown (socket inode %s)" % sorted(still)}] if still else []
 
 
+def bad_port(port):
+    """Why ``port`` is no TCP port (a message), or None."""
+    return None if 1 <= port <= 65535 else "port must be between 1 and 65535 (got %d)" % port
+
+
 def unit_of(pid, proc_root="/proc"):
     """The systemd unit a process runs in, from the last path element of its cgroup, or None."""
     if pid is None:

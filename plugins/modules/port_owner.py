@@ -100,8 +100,9 @@ def main():
                                               fix=dict(type="str", default="stop that process or choose another port")),
                            supports_check_mode=True)
     port = module.params["port"]
-    if not 1 <= port <= 65535:
-        module.fail_json(msg="port must be between 1 and 65535 (got %d)" % port)
+    problem = ports.bad_port(port)
+    if problem:
+        module.fail_json(msg=problem)
     found = ports.owners(port)
     taken = ports.foreign(found, module.params["allowed_unit"]) if module.params["allowed_unit"] else []
     if taken:

@@ -402,8 +402,9 @@ def verify_unit(module, name, content):
 
 def refuse_taken_port(module, name, port, fix):
     """Fail, before anything is changed, when a process outside the unit ``name`` listens on ``port``."""
-    if not 1 <= port <= 65535:
-        module.fail_json(msg="port must be between 1 and 65535 (got %d)" % port)
+    problem = ports.bad_port(port)
+    if problem:
+        module.fail_json(msg=problem)
     taken = ports.foreign(ports.owners(port), name)
     if taken:
         module.fail_json(msg=ports.in_use_message(port, taken, fix) + "; nothing was changed", listeners=taken,

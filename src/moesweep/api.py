@@ -220,7 +220,6 @@ PHASES = (
     ("Restart: stop the old server", ("restart", "readiness")),
     ("Stop rank 0 first", ("restart",)),  # a node group (roles/sglang_server/tasks/nodes.yml)
     ("Wait for every rank at once", ("readiness",)),
-    ("Start the server and wait", ("readiness",)),
     ("Judge the running server", ("readiness",)),
     ("Check what the server generates", ("smoke",)),
     ("Benchmark with sglang's bench_serving", ("benchmark",)),

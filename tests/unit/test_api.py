@@ -102,10 +102,9 @@ def test_a_skipped_include_does_not_say_readiness_before_the_restart():
         assert api.phases_of(name) == ()  # each starts (and is skipped) at every point that takes the other
     ready = yaml.safe_load((REPO / "roles/sglang_server/tasks/ready.yml").read_text())[0]["name"]
     # the name each included call gets (ready.yml templates it)
-    assert "'Judge the running server' if not __sglang_server_ready_start" in ready
     assert "'Restart: stop the old server if one runs," in ready
+    assert "if __sglang_server_ready_release is defined else 'Judge the running server'" in ready
     assert api.phases_of("Judge the running server") == ("readiness",)
-    assert api.phases_of("Start the server and wait") == ("readiness",)
     # a restart is one call: its stop, release wait, start and wait
     assert api.phases_of("Restart: stop the old server if one runs, wait until its GPUs and port are free, start "
                          "the server and wait") == ("restart", "readiness")

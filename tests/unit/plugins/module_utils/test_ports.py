@@ -49,3 +49,9 @@ def test_the_refusal_names_every_holder_and_the_fix():
     assert ports.in_use_message(8000, taken, "stop that process or choose another port") == (
         "port 8000 is already in use by PID 901 (python3 -m http.server 8000, unit squatter.service); "
         "PID 17 (nc -l 8000); stop that process or choose another port")
+
+
+def test_a_port_outside_1_to_65535_is_named():
+    assert ports.bad_port(8000) is None and ports.bad_port(1) is None and ports.bad_port(65535) is None
+    assert ports.bad_port(0) == "port must be between 1 and 65535 (got 0)"
+    assert ports.bad_port(65536) == "port must be between 1 and 65535 (got 65536)"
