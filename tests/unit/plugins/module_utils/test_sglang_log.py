@@ -478,3 +478,208 @@ def test_a_follower_ranks_dummy_health_server_is_its_http_phase_not_ready():
         "[2026-10-30 12:01:09] Dummy health check server started in background thread at 0.0.0.0:8000",
     ])
     assert r["state"] == "starting" and r["phase"] == "http_up" and r["cause"] is None
+
+
+# ---------------------------------------------------------------------------------------------- the 0.5.23 stack's own texts
+# Each line below is the wheel's own string, put together the way the wheel puts it together.
+_HEAD = "[2026-10-30 12:00:00] server_args={'model_path': 'zai-org/GLM-5', 'tp_size': 8}\n"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # flashinfer 0.7.2 flashinfer/data/csrc/trtllm_batched_gemm_runner.cu:216-218: the message, thrown by
+        # FLASHINFER_CHECK as flashinfer::Error, whose what() is "Error in function '<func>' at <file>:<line>: <msg>"
+        # (data/include/flashinfer/exception.h:79-83); the JIT module is compiled from the installed package's csrc.
+        "RuntimeError: Error in function 'TrtllmGenBatchedGemmRunner' at /opt/moesweep/venvs/sglang/lib/python3.12/site-packages/flashinfer/data/csrc/trtllm_batched_gemm_runner.cu:218: The trtllm-gen batched GEMM cubin manifest contains no kernels runnable on sm120; this backend currently ships cubins for sm100, sm103 and sm107.",
+        # flashinfer 0.7.2 flashinfer/data/csrc/trtllm_gemm_runner.cu:174-176 (FLASHINFER_ERROR), dense trtllm-gen GEMM
+        "RuntimeError: Error in function 'TrtllmGenGemmRunner' at /opt/moesweep/venvs/sglang/lib/python3.12/site-packages/flashinfer/data/csrc/trtllm_gemm_runner.cu:176: The trtllm-gen GEMM cubin manifest contains no kernels runnable on sm121; this backend currently ships cubins for sm100, sm103 and sm107.",
+        # sgl-kernel 0.3.21 csrc/moe/nvfp4_blockwise_moe.cu cutlass_fp4_group_mm: TORCH_CHECK_NOT_IMPLEMENTED(false,
+        # "Unsupported SM version: " + std::to_string(sm_version)) -> NotImplementedError (the literal is in the
+        # wheel's sgl_kernel/sm100/common_ops.abi3.so and sgl_kernel/sm90/common_ops.abi3.so)
+        "NotImplementedError: Unsupported SM version: 121",
+        # sgl-kernel 0.3.21 csrc/moe/fp8_blockwise_moe_kernel.cu: TORCH_CHECK_NOT_IMPLEMENTED(can_implement,
+        # "No implemented fp8_blockwise_scaled_grouped_mm for current compute capability: ", sm_version) (same .so files)
+        "NotImplementedError: No implemented fp8_blockwise_scaled_grouped_mm for current compute capability: 120",
+        # sgl-kernel 0.3.21, the dense blockwise GEMM's sibling check (csrc/gemm/fp8_blockwise_gemm_kernel.cu, same .so)
+        "RuntimeError: No implemented fp8_blockwise_scaled_mm for current compute capability: 121",
+        # sglang 0.5.23 srt/layers/moe/moe_runner/runner.py:154-159
+        "ValueError: --moe-runner-backend hpc_ops requires an SM90 (Hopper) GPU (the HPC-Ops kernels ship sm90a only), got sm120.",
+        # sglang 0.5.23 srt/layers/attention/hpc_ops_backend.py:139-143
+        "ValueError: The hpc_ops attention backend requires an SM90 (Hopper) GPU (the HPC-Ops kernels ship sm90a only), got sm120.",
+        # sglang 0.5.9 srt/model_loader/loader.py:232-242 (0.5.23 :256-266): NVFP4 on an H100 fails here first
+        "ValueError: The quantization method modelopt_fp4 is not supported for the current GPU. Minimum capability: 100. Current capability: 90.",
+    ],
+)
+def test_the_stacks_own_architecture_failures_are_unsupported_arch(line):
+    c = SglangLogClassifier().feed(_HEAD + line + "\n")
+    assert c.state == "starting"  # a lone exception line: decided when the process is gone
+    r = c.finish().result()
+    assert (r["state"], r["cause"], r["phase"]) == ("crashed", "unsupported_arch", "init")
+    assert r["decisive_line"] == line
+    # the same line inside the scheduler's traceback is decisive at once
+    tb = (
+        "[2026-10-30 12:03:00 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+        '  File "/x/sglang/srt/managers/scheduler.py", line 4048, in run_scheduler_process\n'
+        + line + "\n"
+    )
+    r = classify_text(_HEAD + tb)
+    assert (r["state"], r["cause"]) == ("crashed", "unsupported_arch") and r["decisive_line"] == line
+
+
+# sglang 0.5.23 srt/entrypoints/engine.py:2002-2010 _scheduler_died_error: the hint names -9 whatever the code is
+_DIED = (
+    "RuntimeError: Rank {rank} scheduler died during initialization (exit code: {code}). If exit code is -9 "
+    "(SIGKILL), a common cause is the OS OOM killer. Run `dmesg -T | grep -i oom` to check."
+)
+
+
+@pytest.mark.parametrize(
+    "code,cause",
+    [(-11, "segfault"), (-6, "aborted"), (-9, "killed"), (-15, "killed")],
+)
+def test_a_scheduler_that_died_by_a_signal_is_told_by_its_exit_code(code, cause):
+    line = _DIED.format(rank=3, code=code)
+    r = classify_text(_HEAD + "[2026-10-30 12:00:02 TP3] Init parallel begin.\n" + line + "\n")
+    assert (r["state"], r["cause"]) == ("crashed", cause), r
+    assert r["decisive_line"] == line
+
+
+@pytest.mark.parametrize(
+    "lines,cause",
+    [
+        # 0.5.23 utils/watchdog.py:215-220 SubprocessWatchdog
+        (["[2026-10-30 12:09:00] Subprocess scheduler_TP3 (pid=99) crashed with exit code -11. Triggering SIGQUIT for cleanup..."], "segfault"),
+        (["[2026-10-30 12:09:00] Subprocess scheduler_TP3 (pid=99) crashed with exit code -6. Triggering SIGQUIT for cleanup..."], "aborted"),
+        # systemd's own lines in the unit's journal (src/core/service.c service_sigchld_event)
+        (["sglang.service: Main process exited, code=dumped, status=11/SEGV"], "segfault"),
+        (["sglang.service: Main process exited, code=dumped, status=6/ABRT"], "aborted"),
+        (["sglang.service: Main process exited, code=killed, status=9/KILL"], "killed"),
+        # the kernel's OOM killer chose the process: systemd says so (src/core/unit.c unit_check_oom,
+        # src/core/service.c "oom-kill" result), so the SIGKILL is host memory running out
+        (
+            [
+                "sglang.service: A process of this unit has been killed by the OOM killer.",
+                "sglang.service: Main process exited, code=killed, status=9/KILL",
+                "sglang.service: Failed with result 'oom-kill'.",
+            ],
+            "oom",
+        ),
+        (
+            [
+                "sglang.service: A process of this unit has been killed by the OOM killer.",
+                _DIED.format(rank=0, code=-9),
+            ],
+            "oom",
+        ),
+        # ... but only a SIGKILL: a segfault next to an OOM-killer line of another process stays a segfault
+        (
+            [
+                "sglang.service: A process of this unit has been killed by the OOM killer.",
+                _DIED.format(rank=0, code=-11),
+            ],
+            "segfault",
+        ),
+        # the shell's words for the signals
+        (["Segmentation fault (core dumped)"], "segfault"),
+        (["Aborted (core dumped)"], "aborted"),
+        (["Fatal Python error: Segmentation fault"], "segfault"),
+    ],
+)
+def test_signal_deaths_and_the_oom_killer(lines, cause):
+    r = classify_text(_HEAD + "\n".join(lines) + "\n")
+    assert (r["state"], r["cause"]) == ("crashed", cause), r
+    if cause == "oom":
+        assert "OOM killer" in r["decisive_line"]
+
+
+def test_the_soft_watchdog_keeps_serving_the_hard_one_is_a_crash():
+    # 0.5.23 utils/watchdog.py:147-160 (0.5.9 :145-158): the same report, then SIGQUIT to the parent unless soft;
+    # the scheduler's soft one is --soft-watchdog-timeout (0.5.23 managers/scheduler.py:1476-1480)
+    dump = (
+        "[2026-10-30 12:05:00 TP0] Scheduler debug info:\n"
+        "scheduler.cur_batch_for_debug.batch_size()=64\n"
+        "[2026-10-30 12:05:00 TP0] Pyspy failed (py-spy dump --native --pid 1234). Error: /bin/sh: 1: py-spy: not found\n"
+    )
+    soft = S23_READY + dump + (
+        "[2026-10-30 12:05:00 TP0] Scheduler watchdog timeout (self.watchdog_timeout=30.0, self.soft=True)\n"
+        "[2026-10-30 12:05:03 TP0] Decode batch, #running-req: 64, #token: 9000, token usage: 0.10, cuda graph: True, gen throughput (token/s): 900.00, #queue-req: 0\n"
+    )
+    c = SglangLogClassifier().feed(soft)
+    assert c.state == "ready"
+    r = c.finish().result()
+    assert (r["state"], r["cause"]) == ("ready", None)
+    assert r["timeline"]["events"]["soft_watchdog"] == 300.0
+    # the soft report as the last thing in the log is still no crash
+    assert classify_text(soft.rsplit("[2026-10-30 12:05:03", 1)[0])["state"] == "ready"
+    hard = S23_READY + dump + "[2026-10-30 12:05:00 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300.0, self.soft=False)\n"
+    c = SglangLogClassifier().feed(hard)
+    assert c.state == "crashed"  # decisive with the line: the parent is SIGQUIT next
+    r = c.result()
+    assert (r["cause"], r["phase"], r["after_ready"]) == ("other", "serving", True)
+    assert "self.soft=False" in r["decisive_line"]
+
+
+def test_the_0_5_23_init_lines_open_the_init_phase_and_time_the_distributed_init():
+    # 0.5.23 entrypoints/engine.py:311 server_args={...}; distributed/bootstrap.py:115/190 Init parallel begin / ends
+    text = (
+        "[2026-10-30 12:00:00] server_args={'model_path': 'zai-org/GLM-5', 'tp_size': 8, 'moe_runner_backend': 'auto'}\n"
+        "[2026-10-30 12:00:05 TP0] Init parallel begin.\n"
+        "[2026-10-30 12:00:05 TP1] Init parallel begin.\n"
+        "[2026-10-30 12:00:31 TP1] Init parallel ends. elapsed=26.00 s\n"
+        "[2026-10-30 12:00:32 TP0] Init parallel ends. elapsed=27.00 s\n"
+        "[2026-10-30 12:00:33 TP0] Load weight begin. avail mem=94.00 GB\n"
+    )
+    r = classify_text(text)
+    assert (r["state"], r["phase"]) == ("starting", "load_weights")
+    tl = r["timeline"]
+    assert tl["init"] == {"at": 0.0, "duration": 33.0, "distributed_duration": 27.0}
+    assert tl["events"]["distributed_init_begin"] == 5.0 and tl["events"]["distributed_init_end"] == 32.0
+    # an excerpt that starts at the init line is in the init phase from it, and a crash there is an init crash
+    r = classify_text(text.splitlines(keepends=True)[1] + _DIED.format(rank=0, code=-9) + "\n")
+    assert (r["state"], r["cause"], r["phase"]) == ("crashed", "killed", "init")
+
+
+def test_a_graph_replay_failing_in_an_excerpt_is_serving_not_capture():
+    # a CUDA graph is replayed only for a forward batch (0.5.9 model_executor/model_runner.py:2325-2330 ->
+    # piecewise_cuda_graph_runner.py:689 replay): an excerpt holding only the traceback's tail says serving
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/model_executor/model_runner.py", line 2330, in _forward_raw\n'
+        "    self.piecewise_cuda_graph_runner.replay(forward_batch, **kwargs),\n"
+        '  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/model_executor/piecewise_cuda_graph_runner.py", line 720, in replay\n'
+        "    output = self.model_runner.model.forward(\n"
+        "torch.AcceleratorError: CUDA error: an illegal memory access was encountered\n"
+    )
+    r = classify_text(text)
+    assert (r["state"], r["cause"], r["phase"], r["after_ready"]) == ("crashed", "other", "serving", True)
+    # ... while a capture failure in the same runner is the cuda_graph phase
+    capture = (
+        "Traceback (most recent call last):\n"
+        '  File "/x/sglang/srt/model_executor/piecewise_cuda_graph_runner.py", line 281, in __init__\n'
+        "    raise Exception(\n"
+        "Exception: Capture cuda graph failed: CUDA error: an illegal memory access was encountered\n"
+    )
+    assert classify_text(capture)["phase"] == "cuda_graph"
+
+
+@pytest.mark.parametrize(
+    "line,cause",
+    [
+        # torch's NCCL watchdog: a collective past its timeout is NCCL's; a CUDA error it caught is the kernel's
+        ("[rank0]:[E626 06:24:44.903881913 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=808, OpType=ALLREDUCE, NumelIn=9801523, NumelOut=9801523, Timeout(ms)=600000) ran for 600020 milliseconds before timing out.", "nccl"),
+        ("[rank1]:[E519 05:58:22.475481966 ProcessGroupNCCL.cpp:1595] [PG ID 2 PG GUID 3 Rank 1] Process group watchdog thread terminated with exception: CUDA error: an illegal memory access was encountered", "other"),
+        ("[rank1]:[E519 05:58:22.475481966 ProcessGroupNCCL.cpp:1595] [PG ID 2 PG GUID 3 Rank 1] Process group watchdog thread terminated with exception: CUDA error: out of memory", "oom"),
+        # sglang's port checks: 0.5.23 utils/network.py:101-104, server_args.py:884-887
+        ("ValueError: nccl_port at 30005 is not available in 30 seconds. nccl_port is used by a process already. process.name()='python3'", "port_in_use"),
+        ("[2026-10-30 12:00:01] Port is already in use. dist_init_port=None port_base=30000 detokenizer_port=30001 nccl_port=30005 scheduler_input_port=30003", "port_in_use"),
+    ],
+)
+def test_watchdog_and_port_reports(line, cause):
+    r = classify_text(_HEAD + line + "\n")
+    assert (r["state"], r["cause"]) == ("crashed", cause), r
+
+
+def test_get_open_ports_retry_is_no_crash():
+    # 0.5.23 utils/network.py:33 / 0.5.9 utils/common.py:2593: an info line, the next port is tried
+    assert classify_text(_HEAD + "[2026-10-30 12:00:01] Port 30000 is already in use, trying port 30001\n")["state"] == "starting"
