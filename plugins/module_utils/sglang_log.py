@@ -289,7 +289,13 @@ _ARCH_RE = re.compile(
     # csrc/moe/fp8_blockwise_moe_kernel.cu "No implemented fp8_blockwise_scaled_grouped_mm for current compute
     # capability: " (and its fp8_blockwise_scaled_mm / fp8_scaled_mm / int8_scaled_mm siblings), "cutlass_mla_decode
     # is only supported on compute capability 10.0, but found sm version "
-    r"Unsupported SM version: \d+|No implemented \w+ for current compute capability|"
+    r"Unsupported SM (?:major )?version: \d+|No implemented \w+ for current compute capability|"
+    # flashinfer's backend_requirement (0.6.3 utils.py:1146-1164, 0.7.2 utils.py:1554-1585): BackendSupportedError
+    # "mm_fp4 does not support backend 'trtllm' with capability 120", "... does not support compute capability 120",
+    # "No suitable auto backends found for mm_fp4"; gemm/gemm_base.py (0.6.3 :1032, 0.7.2 :2901) "Unsupported SM
+    # major version: 12"; 0.7.2's CuTe kernels "... requires compute capability 10.0 or 10.3"
+    r"does not support (?:backend '[^']*' with capability|compute capability) \d+|No suitable auto backends found|"
+    r"requires compute capability \d|"
     r"is only supported on compute capability|"
     # sglang 0.5.23 layers/moe/moe_runner/runner.py:154-159 "--moe-runner-backend hpc_ops requires an SM90 (Hopper)
     # GPU (the HPC-Ops kernels ship sm90a only), got sm120.", layers/attention/hpc_ops_backend.py:139-143
@@ -423,8 +429,9 @@ _FRAME_PHASES = (
             r"event_loop_(?:normal|overlap|pp)|run_event_loop|dispatch_event_loop|process_batch_result|"
             r"get_next_batch_to_run|"
             # a CUDA graph (full or piecewise) replayed: only a forward batch does that (0.5.9
-            # model_executor/piecewise_cuda_graph_runner.py:689 and cuda_graph_runner.py replay)
-            r"graph_runner\.py\", line \d+, in replay\b|"
+            # model_executor/piecewise_cuda_graph_runner.py:689 and cuda_graph_runner.py replay; 0.5.23
+            # model_executor/runner/decode_cuda_graph_runner.py:1521/1981 load_batch / execute)
+            r"graph_runner\.py\", line \d+, in (?:replay|execute|load_batch)\b|"
             # the overlap scheduler's forward thread (0.4.6 / 0.4.10 managers/tp_worker_overlap_thread.py)
             r"forward_thread_func|"
             # 0.1.x-0.3.x: the TP server's step loop (0.3.0 managers/tp_worker.py:225 exposed_step, :255

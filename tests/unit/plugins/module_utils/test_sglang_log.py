@@ -653,6 +653,13 @@ def test_a_graph_replay_failing_in_an_excerpt_is_serving_not_capture():
     )
     r = classify_text(text)
     assert (r["state"], r["cause"], r["phase"], r["after_ready"]) == ("crashed", "other", "serving", True)
+    # 0.5.23's graph runners (model_executor/runner/decode_cuda_graph_runner.py:1981 execute)
+    s23 = text.replace(
+        "piecewise_cuda_graph_runner.py\", line 720, in replay",
+        "runner/decode_cuda_graph_runner.py\", line 1993, in execute",
+    )
+    assert "in execute" in s23
+    assert classify_text(s23)["phase"] == "serving"
     # ... while a capture failure in the same runner is the cuda_graph phase
     capture = (
         "Traceback (most recent call last):\n"
@@ -683,3 +690,23 @@ def test_watchdog_and_port_reports(line, cause):
 def test_get_open_ports_retry_is_no_crash():
     # 0.5.23 utils/network.py:33 / 0.5.9 utils/common.py:2593: an info line, the next port is tried
     assert classify_text(_HEAD + "[2026-10-30 12:00:01] Port 30000 is already in use, trying port 30001\n")["state"] == "starting"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # flashinfer 0.7.2 utils.py:1560-1566 (0.6.3 :1150-1155), the backend_requirement decorator
+        "flashinfer.utils.BackendSupportedError: mm_fp4 does not support backend 'trtllm' with capability 120",
+        # flashinfer 0.7.2 utils.py:1577-1585 (0.6.3 :1162-1165)
+        "flashinfer.utils.BackendSupportedError: trtllm_fp4_block_scale_moe does not support compute capability 120; supported compute capabilities: [100, 103]",
+        # flashinfer 0.7.2 utils.py:1556-1558 (0.6.3 :1145-1147)
+        "flashinfer.utils.BackendSupportedError: No suitable auto backends found for mm_fp4",
+        # flashinfer 0.7.2 gemm/gemm_base.py:2901 (0.6.3 :1032)
+        "ValueError: Unsupported SM major version: 12",
+        # flashinfer 0.7.2 msa_ops/_blackwell_sm100.py:144-146
+        "RuntimeError: the SM100/SM103 MSA backend requires compute capability 10.0 or 10.3; got 12.0",
+    ],
+)
+def test_flashinfer_capability_checks_are_unsupported_arch(line):
+    r = classify_text(_HEAD + line + "\n")
+    assert (r["state"], r["cause"]) == ("crashed", "unsupported_arch")
