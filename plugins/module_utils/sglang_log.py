@@ -67,6 +67,10 @@ _HEADER_RE = re.compile(r"\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?P<frac>
 # has the date): ``[17:25:03 TP0] ...``.
 # Matched at the start of a record only (a time inside a line is no header).
 _HMS_HEADER_RE = re.compile(r"\[(?P<hms>\d{2}:\d{2}:\d{2})" + _RANKS + r"\]\s?")
+# sglang's diffusion server (`sglang serve` / `sglang generate` for a diffusion model) logs month and day without
+# the year: configure_logger's datefmt "%m-%d %H:%M:%S" (0.5.23 multimodal_gen/runtime/utils/logging_utils.py:457-461),
+# "[12-16 14:27:08] ..." (https://github.com/sgl-project/sglang/issues/15235). Matched at the start of a record only.
+_MD_HEADER_RE = re.compile(r"\[(?P<md>\d{2}-\d{2}) (?P<hms>\d{2}:\d{2}:\d{2})" + _RANKS + r"\]\s?")
 # A rank-only header, as some excerpts show it (``[TP0] Scheduler hit an exception``).
 _RANK_ONLY_RE = re.compile(r"^\[(?:(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+\s*)+\]\s?")
 # Terminal colours (Ray colours its worker prefixes with colorama: python/ray/_private/worker.py
@@ -213,6 +217,8 @@ _CRASH_MARKERS = (
     re.compile(r"Initialization failed\. warmup error"),
     re.compile(r"scheduler died during initialization"),
     re.compile(r"Rank \d+ scheduler is dead"),
+    # the diffusion server's launcher after "Rank N scheduler is dead" (https://github.com/sgl-project/sglang/issues/15235)
+    re.compile(r"^Exit code: -\d+\s*$"),
     # The forward watchdog (0.5.9 / 0.5.23 utils/watchdog.py WatchdogRaw._watchdog_once) logs "{name} watchdog
     # timeout (self.watchdog_timeout=300, self.soft=False)" and SIGQUITs its parent; the soft one
     # (--soft-watchdog-timeout, soft=True) logs the same line with self.soft=True and keeps serving, so it is no
@@ -360,7 +366,7 @@ _WARMUP_CAUSE_RE = re.compile(r"Initialization failed\. warmup error")
 # utils/watchdog.py SubprocessWatchdog "... crashed with exit code -11"), systemd "status=11/SEGV", and the
 # shell and Python name the signal. SIGKILL is "killed" (the OOM killer, or someone), SIGSEGV "segfault",
 # SIGABRT "aborted" (std::terminate, a failed C++ check, glibc); another signal is "killed".
-_EXIT_CODE_RE = re.compile(r"exit code:? (-\d+)\b|status=(\d+)/[A-Z]+")
+_EXIT_CODE_RE = re.compile(r"[Ee]xit code:? (-\d+)\b|status=(\d+)/[A-Z]+")
 _SIGNAL_CAUSES = {9: "killed", 11: "segfault", 6: "aborted"}
 _SIGNAL_WORDS = (
     (
@@ -548,8 +554,20 @@ class Record:
         self.raw = raw
         self.time_only = False
         m = _HEADER_RE.match(raw)
+        if not m:
+            md = _MD_HEADER_RE.match(raw)
+            if md:
+                # a leap year, so that 02-29 parses; the year itself is not in the record
+                wall = _parse_ts("2000-%s %s" % (md.group("md"), md.group("hms")), None)
+                if wall is not None:
+                    m = md
         h = None if m else _HMS_HEADER_RE.match(raw)
-        if m:
+        if m is not None and m.re is _MD_HEADER_RE:
+            self.msg = raw[m.end():]
+            self.wall = wall
+            self.ranks = m.group("ranks").strip()
+            self.headed = True
+        elif m:
             self.msg = raw[m.end():]
             self.wall = _parse_ts(m.group("ts"), m.group("frac"))
             self.ranks = m.group("ranks").strip()

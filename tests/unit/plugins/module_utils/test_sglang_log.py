@@ -710,3 +710,12 @@ def test_get_open_ports_retry_is_no_crash():
 def test_flashinfer_capability_checks_are_unsupported_arch(line):
     r = classify_text(_HEAD + line + "\n")
     assert (r["state"], r["cause"]) == ("crashed", "unsupported_arch")
+
+
+def test_the_diffusion_servers_month_day_header_is_a_header():
+    # 0.5.23 multimodal_gen/runtime/utils/logging_utils.py:457-461: datefmt "%m-%d %H:%M:%S"
+    r = classify_text((FIXTURES / "crash_diffusion_month_day_header_exit_code_killed.log").read_text())
+    assert r["timeline"]["init"]["at"] == 0.0 and r["decisive_line"] == "Exit code: -9"
+    c = SglangLogClassifier().feed("[02-29 23:59:58 TP1] Load weight begin. avail mem=40.00 GB\n")
+    c.feed("[03-01 00:00:08 TP1] Load weight end. type=FluxPipeline, avail mem=20.00 GB\n")
+    assert c.result()["timeline"]["load_weights"]["duration"] == 10.0
