@@ -1147,6 +1147,14 @@ def compute_cap_from_name(name):
 _VGPU_TYPE_RE = re.compile(r"^(?P<board>[a-z0-9 ]+?)-\d+[a-z]\d*$")
 
 
+def is_vgpu_type_name(name):
+    """True for a vGPU type name (``GRID P40-24Q``, ``NVIDIA A100-40C``), the name a vGPU guest sees."""
+    if not name:
+        return False
+    key = _name_key(name)
+    return bool(_VGPU_TYPE_RE.match(key)) and (str(name).startswith("GRID ") or _vgpu_board_cap(key) is not None)
+
+
 def _vgpu_board_cap(key):
     m = _VGPU_TYPE_RE.match(key)
     if not m:
@@ -1376,6 +1384,9 @@ def merge_saved_outputs(readings):
             gpu["compute_cap"] = compute_cap_from_name(gpu["name"])
             gpu["compute_cap_source"] = "gpu-name" if gpu["compute_cap"] else None
         gpu["sm"] = compute_cap_to_sm(gpu["compute_cap"])
+        if gpu["virtualization_mode"] is None and is_vgpu_type_name(gpu["name"]):
+            # only a vGPU guest sees a vGPU type as its GPU's name
+            gpu["virtualization_mode"] = "vgpu"
     if topo and topo["links"]:
         detail, pairs = summarise_interconnect(topo)
     elif count == 1:

@@ -595,3 +595,16 @@ def test_a_serial_printed_na_names_no_gpu():
     text = "name, serial, memory.total [MiB]\n" + row + row
     f = n.merge_saved_outputs([n.read_saved_output(text)])
     assert f["gpu_count"] == 2 and f["compute_cap"] == "8.9"
+
+
+def test_vgpu_host_table_and_vgpu_guest_query():
+    host = facts("table-550-a100-vgpu-host-mig-immich-14808.txt")
+    assert (host["gpu_count"], host["compute_cap"], host["mig"], host["cuda_version"]) == (1, "8.0", True, None)
+    assert host["virtualization"] is None  # the table does not say; -q's "vGPU Driver Capability" would
+    guest = facts("q-535-vgpu-guest-grid-p40-ollama-6364.txt")
+    assert guest["gpus"][0]["name"] == "GRID P40-24Q" and guest["gpu_count"] == 1
+    # a vGPU type as the GPU's name: a guest; P40 is not in NVIDIA's current table, so no capability is guessed
+    assert guest["virtualization"] == "vgpu" and n.virtualization_kind(guest["virtualization"]) == "vm"
+    assert guest["compute_cap"] is None
+    assert n.is_vgpu_type_name("NVIDIA A100-40C") and not n.is_vgpu_type_name("NVIDIA A100-PCIE-40GB")
+    assert not n.is_vgpu_type_name("NVIDIA H100 80GB HBM3")
