@@ -228,6 +228,9 @@ _CRASH_MARKERS = (
     # thread caught, tears the process down (TORCH_NCCL_ASYNC_ERROR_HANDLING, on by default) through
     # std::terminate: "terminate called after throwing an instance of 'c10::DistBackendError'" then abort.
     re.compile(r"[Ww]atchdog caught collective operation timeout|[Ww]atchdog thread terminated with exception"),
+    # its heartbeat monitor, when the watchdog itself hangs: "Heartbeat monitor timed out! Process will be terminated
+    # after dumping debug info." then a fatal "ProcessGroupNCCL's watchdog got stuck for 600 seconds ..."
+    re.compile(r"Heartbeat monitor timed out! Process will be terminated|watchdog got stuck for \d+ seconds"),
     re.compile(r"terminate called after throwing an instance of"),
     re.compile(r"Subprocess \S+ \(pid=\d+\) crashed with exit code"),
     re.compile(r"Capture (?:cuda|CUDA) graph failed"),
@@ -354,7 +357,7 @@ _CAUSE_PATTERNS = (
         re.compile(
             r"NCCL error|ncclCommInitRank|NCCL WARN|ProcessGroupNCCL(?!\.cpp)|DistBackendError|nccl\w*Error|"
             r"gloo|collective operation timeout|Connection closed by peer|init_process_group|"
-            r"custom_all_reduce|TCPStore|dist-init-addr"
+            r"custom_all_reduce|TCPStore|dist-init-addr|Heartbeat monitor timed out|collective timeout"
         ),
     ),
 )

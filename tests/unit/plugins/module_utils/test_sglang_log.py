@@ -719,3 +719,13 @@ def test_the_diffusion_servers_month_day_header_is_a_header():
     c = SglangLogClassifier().feed("[02-29 23:59:58 TP1] Load weight begin. avail mem=40.00 GB\n")
     c.feed("[03-01 00:00:08 TP1] Load weight end. type=FluxPipeline, avail mem=20.00 GB\n")
     assert c.result()["timeline"]["load_weights"]["duration"] == 10.0
+
+
+def test_torchs_heartbeat_monitor_ends_the_log_as_an_nccl_crash():
+    # torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp heartbeatMonitor (torch 2.3+): the lines as torch logs them
+    text = _HEAD + (
+        "[rank25]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 25] Heartbeat monitor timed out! Process will be terminated after dumping debug info. workMetaList_.size()=2\n"
+        "[rank25]:[E ProcessGroupNCCL.cpp:1153] [PG 0 Rank 25] ProcessGroupNCCL preparing to dump debug info.\n"
+    )
+    c = SglangLogClassifier().feed(text)
+    assert c.state == "crashed" and c.result()["cause"] == "nccl"
