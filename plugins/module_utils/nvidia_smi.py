@@ -1020,6 +1020,37 @@ def parse_query_gpu_any(text):
     return parse_query_gpu_blocks(text)["gpus"]
 
 
+# ``nvidia-smi dmon``: "# gpu   pwr  gtemp ..." and "# Idx     W      C ..." then one row per GPU per sample;
+# ``-o DT`` puts "Date" / "Time" columns first. A Markdown paste may escape the hash ("\\# gpu").
+_DMON_HEADER_RE = re.compile(r"^\\?#\s*(?:(?:Date|Time)\s+)*gpu\s+\w")
+
+
+def parse_dmon(text):
+    """The GPUs ``nvidia-smi dmon`` sampled: ``{'gpus': [index, ...], 'samples': rows}``, or None when the text holds
+    no dmon header."""
+    columns = None
+    indices = set()
+    rows = 0
+    for raw in strip_ansi(text).splitlines():
+        line = raw.strip()
+        if _DMON_HEADER_RE.match(line):
+            columns = line.lstrip("\\#").split()
+            continue
+        if columns is None or line.lstrip("\\").startswith("#"):
+            continue
+        cells = line.split()
+        at = columns.index("gpu")
+        if len(cells) != len(columns) or not cells[at].isdigit():
+            if cells:
+                columns = None  # the table ended
+            continue
+        indices.add(int(cells[at]))
+        rows += 1
+    if not rows:
+        return None
+    return {"gpus": sorted(indices), "samples": rows}
+
+
 # Compute capability by GPU name: NVIDIA's tables https://developer.nvidia.com/cuda-gpus (current
 # GPUs) and https://developer.nvidia.com/cuda-legacy-gpus (7.0 and older), the names as those pages
 # spell them without the leading "NVIDIA " (nvidia-smi prints "NVIDIA H100 80GB HBM3", "Tesla V100-...").
@@ -1179,7 +1210,7 @@ def read_saved_output(text):
     """Everything one saved or pasted nvidia-smi output establishes, whatever its kind.
 
     Recognises (several may be in one text, e.g. a terminal log): the plain table, ``-q``, ``-q -x``,
-    ``--query-gpu`` CSV with or without header, ``-L``, ``topo -m`` / ``topo -mp``, and the driver
+    ``--query-gpu`` CSV with or without header, ``-L``, ``dmon``, ``topo -m`` / ``topo -mp``, and the driver
     failure texts. Shell prompts, command lines and a wrapper's own lines around them are ignored; quote markers
     (``> ``) and a Markdown code block's indentation are taken off. A ``--query-gpu`` loop that names no GPU (no
     index / bus id / uuid column, or no header and no name) is recognised as ``query-gpu`` and gives no GPU.
@@ -1258,6 +1289,11 @@ def read_saved_output(text):
                 "query-gpu",
             )  # fmt: skip
             out["driver_version"] = out["driver_version"] or gpu["driver_version"]
+    dmon = parse_dmon(text)
+    if dmon:
+        out["formats"].append("dmon")
+        for index in dmon["gpus"]:
+            add({"index": index}, "dmon")
     topo = parse_topo_matrix_details(text)
     if topo["links"]:
         out["formats"].append("topo")

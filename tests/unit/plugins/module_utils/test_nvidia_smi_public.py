@@ -608,3 +608,13 @@ def test_vgpu_host_table_and_vgpu_guest_query():
     assert guest["compute_cap"] is None
     assert n.is_vgpu_type_name("NVIDIA A100-40C") and not n.is_vgpu_type_name("NVIDIA A100-PCIE-40GB")
     assert not n.is_vgpu_type_name("NVIDIA H100 80GB HBM3")
+
+
+def test_dmon_names_the_gpus_it_samples():
+    quoted = facts("dmon-quoted-escaped-hash-deepspeech-178.txt")
+    assert quoted["formats"] == ["dmon"] and quoted["gpu_count"] == 4
+    assert [g["index"] for g in quoted["gpus"]] == [0, 1, 2, 3]
+    # our H200 x2 recording: many samples, two GPUs
+    ours = n.parse_dmon((FIX / "h200-x2" / "dmon-pucm-under-bf16-matmul-on-gpu0.txt").read_text())
+    assert ours["gpus"] == [0, 1] and ours["samples"] > 2
+    assert n.parse_dmon(read("table-550-h100-gpu-burn-114.txt")) is None
