@@ -11,6 +11,7 @@ Written from real recorded output only (H200 x2, public RTX PRO 6000 captures, d
 never from the simulator's code.
 """
 
+import json
 import re
 
 # The ``--query-gpu`` fields gpu_facts asks for, in order. Every one of them is printed by
@@ -76,9 +77,25 @@ def strip_ansi(text):
 _QUOTE_PREFIX_RE = re.compile(r"^[ \t]{0,3}(?:>[ \t]?)+", re.M)
 
 
+# A table line inside quotes, as a list of lines prints it ('|   0  NVIDIA H100 ... |',) or a shell echo.
+_QUOTED_LINE_RE = re.compile(r"""^[ \t]*(?P<q>['"])(?P<line>[|+].*?)(?P=q),?[ \t]*$""", re.M)
+# Docker's json-file log driver: one {"log":"<line>\n","stream":"stdout","time":"..."} object per line.
+_DOCKER_JSON_RE = re.compile(r'^[ \t]*\{"log":"(?P<line>(?:[^"\\]|\\.)*?)(?:\\n)?","stream":.*$', re.M)
+
+
+def _json_unescape(text):
+    try:
+        return json.loads('"%s"' % text)
+    except ValueError:
+        return text
+
+
 def unquote(text):
-    """Take quote markers off the start of the lines (``> | NVIDIA-SMI 535 ...``)."""
-    return _QUOTE_PREFIX_RE.sub("", text or "")
+    """Take quoting off the lines: quote markers (``> | NVIDIA-SMI 535 ...``), a table line inside quotes, a
+    Docker JSON log record around the line."""
+    text = _QUOTE_PREFIX_RE.sub("", text or "")
+    text = _DOCKER_JSON_RE.sub(lambda m: _json_unescape(m.group("line")), text)
+    return _QUOTED_LINE_RE.sub(lambda m: m.group("line"), text)
 
 
 def is_na(value):

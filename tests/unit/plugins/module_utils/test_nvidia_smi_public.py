@@ -618,3 +618,20 @@ def test_dmon_names_the_gpus_it_samples():
     ours = n.parse_dmon((FIX / "h200-x2" / "dmon-pucm-under-bf16-matmul-on-gpu0.txt").read_text())
     assert ours["gpus"] == [0, 1] and ours["samples"] > 2
     assert n.parse_dmon(read("table-550-h100-gpu-burn-114.txt")) is None
+
+
+def test_table_lines_in_quotes_or_in_docker_json_records():
+    import json
+
+    text = read("table-550-h100-gpu-burn-114.txt")
+    plain = facts("table-550-h100-gpu-burn-114.txt")
+    as_list = "\n".join(repr(line) + "," for line in text.splitlines())  # a Python list of the lines
+    docker = "\n".join(
+        json.dumps({"log": line + "\n", "stream": "stdout", "time": "2024-06-01T00:00:00.000000000Z"},
+                   separators=(",", ":"))
+        for line in text.splitlines()
+    )  # docker's json-file log driver (`docker logs` files under /var/lib/docker/containers)
+    for variant in (as_list, docker):
+        got = n.merge_saved_outputs([n.read_saved_output(variant)])
+        assert got["gpus"] == plain["gpus"] and got["gpu_count"] == 2
+        assert got["driver_version"] == "550.90.07" and got["compute_cap"] == "9.0"
