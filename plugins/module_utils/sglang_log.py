@@ -33,6 +33,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import calendar
+import json
 import re
 import time as _time
 
@@ -525,8 +526,30 @@ def _parse_hms(hms):
     return float(h * 3600 + m * 60 + s)
 
 
+# Docker's json-file log driver writes each line the container printed as {"log":"<line>\n","stream":"stderr",
+# "time":"..."} (https://docs.docker.com/engine/logging/drivers/json-file/); a log collected from those files
+# (or shipped raw by an orchestrator) carries every record inside one.
+_DOCKER_JSON_RE = re.compile(r'^\s*\{"log":"(?P<line>(?:[^"\\]|\\.)*)","stream":"(?:stdout|stderr)"')
+
+
+def _unwrap_docker_json(text):
+    if '{"log":"' not in text:
+        return text
+    lines = []
+    for line in text.split("\n"):
+        m = _DOCKER_JSON_RE.match(line)
+        if m:
+            try:
+                line = json.loads('"%s"' % m.group("line")).rstrip("\n")
+            except ValueError:
+                pass
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def _split_physical(text):
     out = []
+    text = _unwrap_docker_json(text)
     for physical in _ANSI_RE.sub("", text).replace("\r\n", "\n").split("\n"):
         for seg in physical.split("\r"):
             seg, headed = _strip_outer(seg.rstrip())

@@ -729,3 +729,17 @@ def test_torchs_heartbeat_monitor_ends_the_log_as_an_nccl_crash():
     )
     c = SglangLogClassifier().feed(text)
     assert c.state == "crashed" and c.result()["cause"] == "nccl"
+
+
+@pytest.mark.parametrize("name", ["port_in_use_uvicorn.log", "nccl_unhandled_system_error.log", "oom_kv_pool_compose.log"])
+def test_a_log_inside_docker_json_records_reads_like_the_log(name):
+    # docker's json-file driver: {"log":"<line>\n","stream":"stdout","time":"..."} per line, the line JSON-escaped
+    import json
+
+    text = (FIXTURES / name).read_text(encoding="utf-8")
+    wrapped = "\n".join(
+        json.dumps({"log": line + "\n", "stream": "stderr", "time": "2025-01-01T00:00:00.000000000Z"},
+                   separators=(",", ":"))
+        for line in text.splitlines()
+    ) + "\n"
+    assert classify_text(wrapped) == classify_text(text)
