@@ -411,6 +411,12 @@ _OOM_KILLER_RE = re.compile(
     r"has been killed by the OOM killer|Failed with result 'oom-kill'|[Oo]ut of memory: Kill(?:ed)? process|"
     r"invoked oom-killer"
 )
+# What the forward watchdog logs when a batch (or the startup) is stuck (0.5.9 / 0.5.23 utils/watchdog.py
+# WatchdogRaw._watchdog_once: "{name} debug info:", "{name} watchdog timeout (...)"; utils pyspy_dump_schedulers:
+# "Pyspy dump for PID ...", "Pyspy failed ..."): no progress, though it is output.
+_WATCHDOG_REPORT_RE = re.compile(
+    r"\w+ debug info:|[Ww]atchdog timeout|Pyspy (?:dump|failed)|All pyspy dump attempts failed"
+)
 # The soft watchdog's report (see the watchdog marker above): the server goes on; recorded as an event.
 _SOFT_WATCHDOG_RE = re.compile(r"[Ww]atchdog timeout\s*\([^)]*self\.soft=True\)")
 # A CUDA error that torch's NCCL watchdog thread caught and reported ("[PG ID 0 ... Rank 3] Process group watchdog
@@ -646,6 +652,7 @@ class SglangLogClassifier:
         self._day_offset = 0.0  # time-only headers: days added after midnight rollovers
         self._last_hms = None
         self._oom_killer_line = None
+        self._in_dump = False
 
     # ------------------------------------------------------------------ feeding
     def feed(self, text, t=None):
@@ -682,11 +689,14 @@ class SglangLogClassifier:
             return
         self.lines_seen += 1
         now = self._now(rec, t)
+        if rec.headed or _PROGRESS_RE.search(msg):
+            # the watchdogs' reports (and the request / py-spy dump lines under them) say the server is stuck
+            self._in_dump = bool(_WATCHDOG_REPORT_RE.search(msg))
         if now is not None:
             if self.first_time is None:
                 self.first_time = now
             self.last_time = now
-            if not _HEALTH_ACCESS_RE.search(msg):
+            if not _HEALTH_ACCESS_RE.search(msg) and not self._in_dump:
                 self.last_progress = now
         if "init" not in self._phase_times:
             self._phase_times["init"] = now

@@ -743,3 +743,20 @@ def test_a_log_inside_docker_json_records_reads_like_the_log(name):
         for line in text.splitlines()
     ) + "\n"
     assert classify_text(wrapped) == classify_text(text)
+
+
+def test_a_soft_watchdog_reporting_a_stuck_startup_is_no_progress():
+    # --soft-watchdog-timeout 30 during a capture that hangs: the report repeats (utils/watchdog.py loops in
+    # _watchdog_thread), but a stuck server is still stuck: the stall predicate must fire
+    c = SglangLogClassifier()
+    c.feed("[2026-10-30 12:00:47 TP0] Capture cuda graph begin. This can take up to several minutes.\n", t=0.0)
+    for i in range(1, 6):
+        c.feed("[2026-10-30 12:01:17 TP0] Scheduler debug info:\n", t=30.0 * i)
+        c.feed("symmetric-memory registration in progress: capture bs=64\n", t=30.0 * i)
+        c.feed("[2026-10-30 12:01:17 TP0] Pyspy failed (py-spy dump --native --pid 7). Error: /bin/sh: 1: py-spy: not found\n", t=30.0 * i)
+        c.feed("[2026-10-30 12:01:17 TP0] Scheduler watchdog timeout (self.watchdog_timeout=30.0, self.soft=True)\n", t=30.0 * i)
+    assert c.state == "starting"
+    assert c.stalled(150.0, 120)
+    # real output after the report is progress again
+    c.feed("Capturing batches (bs=64 avail_mem=10.90 GB):  50%|#####     | 4/8 [00:02<00:02,  2.00it/s]\r", t=151.0)
+    assert not c.stalled(160.0, 120)
