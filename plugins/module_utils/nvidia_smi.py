@@ -11,6 +11,7 @@ Written from real recorded output only (H200 x2, public RTX PRO 6000 captures, d
 never from the simulator's code.
 """
 
+import json
 import re
 
 # The ``--query-gpu`` fields gpu_facts asks for, in order. Every one of them is printed by
@@ -69,6 +70,32 @@ _HEADER_UNIT_RE = re.compile(r"^(?P<name>.+?)\s*\[(?P<unit>[^\]]+)\]$")
 def strip_ansi(text):
     """Remove ANSI escape sequences (``topo -m`` underlines its header row with ``ESC[4m``)."""
     return _ANSI_RE.sub("", text or "")
+
+
+# A reply that quotes the output: Markdown / e-mail quote markers at the start of each line ("> ", ">> ").
+# nvidia-smi never starts a line with ">", so they are taken off; what follows keeps its indentation.
+_QUOTE_PREFIX_RE = re.compile(r"^[ \t]{0,3}(?:>[ \t]?)+", re.M)
+
+
+# A table line inside quotes, as a list of lines prints it ('|   0  NVIDIA H100 ... |',) or a shell echo.
+_QUOTED_LINE_RE = re.compile(r"""^[ \t]*(?P<q>['"])(?P<line>[|+].*?)(?P=q),?[ \t]*$""", re.M)
+# Docker's json-file log driver: one {"log":"<line>\n","stream":"stdout","time":"..."} object per line.
+_DOCKER_JSON_RE = re.compile(r'^[ \t]*\{"log":"(?P<line>(?:[^"\\]|\\.)*?)(?:\\n)?","stream":.*$', re.M)
+
+
+def _json_unescape(text):
+    try:
+        return json.loads('"%s"' % text)
+    except ValueError:
+        return text
+
+
+def unquote(text):
+    """Take quoting off the lines: quote markers (``> | NVIDIA-SMI 535 ...``), a table line inside quotes, a
+    Docker JSON log record around the line."""
+    text = _QUOTE_PREFIX_RE.sub("", text or "")
+    text = _DOCKER_JSON_RE.sub(lambda m: _json_unescape(m.group("line")), text)
+    return _QUOTED_LINE_RE.sub(lambda m: m.group("line"), text)
 
 
 def is_na(value):
@@ -312,8 +339,11 @@ def classify_link(code):
 # One link cell of ``topo -m`` / ``topo -mp`` (its legend: X, SYS, NODE, PHB, PXB, PIX, NV#; SOC before R384).
 _LINK_CODE = r"(?:X|NV\d+|SYS|NODE|PHB|PXB|PIX|SOC)"
 _LINK_CODES_RE = re.compile(r"^(?:%s)+$" % _LINK_CODE)
-_DEVICE_NAME_RE = re.compile(r"(GPU\d+|NIC\d+|mlx5_\d+)")
-_ROW_NAME_RE = re.compile(r"^(GPU\d+|NIC\d+|mlx5_\d+)$")
+# Before R470 a NIC's column and row carry its RDMA device name instead of NICn (``mlx4_0``, ``mlx5_10``,
+# ``hfi1_0``, ``qib0``, ``bnxt_re0``; https://github.com/kubernetes/kubernetes/issues/53497 shows ``mlx4_0``).
+_NIC_NAME = r"NIC\d+|(?:mlx\d+|hfi\d+|qib|bnxt_re|irdma|efa|rocep\w*?|ib)_?\d+"
+_DEVICE_NAME_RE = re.compile(r"(GPU\d+|%s)" % _NIC_NAME)
+_ROW_NAME_RE = re.compile(r"^(GPU\d+|%s)$" % _NIC_NAME)
 
 
 def _split_link_cells(token):
@@ -391,7 +421,7 @@ def parse_topo_matrix_details(text):
             tokens = _DEVICE_NAME_RE.findall(line)
             first = line.strip().split()[:1]
             if tokens and first and (_DEVICE_NAME_RE.match(first[0]) or "Affinity" in line):
-                if tokens[0] == "GPU0" or tokens[0].startswith(("NIC", "mlx5")) or "Affinity" in line:
+                if tokens[0] == "GPU0" or not tokens[0].startswith("GPU") or "Affinity" in line:
                     header = tokens
         elif rows and not line.strip():
             # a blank line after the matrix ends it (the legend follows)
@@ -588,7 +618,8 @@ _MIG_DEVICE_ROW_RE = re.compile(r"^\|\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*\|\s*(\d
 
 
 def _table_cells(line):
-    line = line.rstrip()
+    # a Markdown code block indents the table (4 spaces); nvidia-smi itself starts every row at column 0
+    line = line.strip()
     if not line.startswith("|") or line.count("|") < 4:
         return None
     return [cell.strip() for cell in line.strip("|").split("|")]
@@ -826,31 +857,51 @@ def parse_smi_xml(text):
     return result
 
 
-# ``--query-gpu`` field names (``nvidia-smi --help-query-gpu``) that identify a GPU row.
-_CSV_GPU_FIELDS = ("index", "name", "gpu_name", "pci.bus_id", "gpu_bus_id", "compute_cap", "uuid", "gpu_uuid")
-_CSV_FIELD_RE = re.compile(r"^[a-z][a-z0-9_.]*$")
+# ``--query-gpu`` field names (``nvidia-smi --help-query-gpu``). A header is the requested field list with the
+# unit in brackets (``memory.total [MiB]``); names are read from it whatever the list is. Some names are camelCase
+# (R535+ ``vgpu_driver_capability.heterogenous_multivGPU``, R550+ ``fabric.cliqueId`` / ``fabric.clusterUuid``):
+# a query of every field (200+) carries them, so a name is any dotted identifier.
+_CSV_FIELD_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*$")
+# The fields without a dot, from --help-query-gpu (R450-R610); a header must be mostly these or dotted names.
+_CSV_PLAIN_FIELDS = (
+    "timestamp", "driver_version", "count", "name", "gpu_name", "serial", "gpu_serial", "uuid", "gpu_uuid",
+    "gpu_bus_id", "index", "vbios_version", "display_mode", "display_active", "persistence_mode",
+    "addressing_mode", "compute_mode", "compute_cap", "pstate", "hostname", "gpu_recovery_action",
+)  # fmt: skip
+# Fields that name one GPU: rows are matched on them (a loop prints every GPU once per sample).
+_CSV_ID_FIELDS = ("pci.bus_id", "uuid", "serial", "index")
+_CSV_GPU_FIELDS = ("index", "name", "pci.bus_id", "compute_cap", "uuid")
 _QUERY_CMD_RE = re.compile(r"--query-gpu[= ]([A-Za-z0-9_.,]+)")
 _FORMAT_CMD_RE = re.compile(r"--format[= ]([A-Za-z,]+)")
 _COMPUTE_CAP_RE = re.compile(r"^\d{1,2}\.\d$")
-_DRIVER_RE = re.compile(r"^\d{3}\.\d+\.\d+$")
+_DRIVER_RE = re.compile(r"^\d{3}\.\d+(?:\.\d+)?$")
 _GPU_NAME_RE = re.compile(r"^(?:NVIDIA|Tesla|Quadro|GeForce|TITAN|GRID|Graphics Device)\b")
-_CSV_ALIASES = {"gpu_name": "name", "gpu_bus_id": "pci.bus_id", "gpu_uuid": "uuid"}
+# The ``timestamp`` field's value: "YYYY/MM/DD HH:MM:SS.msec" (--help-query-gpu).
+_SMI_TIMESTAMP_RE = re.compile(r"^\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?$")
+_CSV_ALIASES = {"gpu_name": "name", "gpu_bus_id": "pci.bus_id", "gpu_uuid": "uuid", "gpu_serial": "serial"}
 
 
 def _csv_header(cells):
+    """The field names of a ``--query-gpu`` header line, or None when the line is not one."""
     names = []
+    known = 0
     for cell in cells:
         m = _HEADER_UNIT_RE.match(cell)
         name = (m.group("name") if m else cell).strip()
         if not _CSV_FIELD_RE.match(name):
             return None
+        if "." in name or name in _CSV_PLAIN_FIELDS:
+            known += 1
         names.append(_CSV_ALIASES.get(name, name))
-    return names if any(n in _CSV_GPU_FIELDS or _CSV_ALIASES.get(n) for n in names) else None
+    if not known or known * 2 < len(names):
+        return None
+    return names
 
 
 def _csv_row_by_shape(cells):
     """A ``noheader`` row whose fields are not named: take what can only be one thing."""
     row = {}
+    caps = []
     for pos, cell in enumerate(cells):
         if pos == 0 and re.match(r"^\d+$", cell):
             row["index"] = cell
@@ -859,55 +910,162 @@ def _csv_row_by_shape(cells):
         elif _BUS_ID_RE.fullmatch(cell):
             row.setdefault("pci.bus_id", cell)
         elif _COMPUTE_CAP_RE.match(cell):
-            row.setdefault("compute_cap", cell)
+            caps.append(cell)
         elif _DRIVER_RE.match(cell):
             row.setdefault("driver_version", cell)
+    # Other fields print "N.N" too (inforom.oem "2.1", inforom.ecc "7.0"): only a lone one that NVIDIA lists
+    # as a compute capability is taken for it.
+    if len(caps) == 1 and caps[0] in KNOWN_COMPUTE_CAPS:
+        row["compute_cap"] = caps[0]
     return row if "name" in row else None
 
 
-def parse_query_gpu_any(text):
-    """Every ``--query-gpu`` block in the text, with or without its header.
+def _csv_block_gpus(names, rows, warnings):
+    """The GPUs of one CSV block (a header or a command line's field list, then its rows).
 
-    A header names the columns; a ``noheader`` block is read with the field list of the command line
-    pasted above it (``$ nvidia-smi --query-gpu=index,name,compute_cap --format=csv,noheader``) or,
-    without one, by the shape of each cell (a GPU name, ``9.0``, a bus id, a three-part driver
-    version). ``--query-compute-apps`` blocks and other CSV are left alone. Returns typed rows
-    (``normalise_gpu``), in order."""
+    With a field that names the GPU (bus id, uuid, serial, index) each GPU is kept once, however many samples a
+    loop (``-l`` / ``-lms``) printed. Without one, a block with ``timestamp`` is a loop's samples: they cannot be
+    told apart, so no GPU is taken from it; any other block is a one-shot query, one row per GPU in order."""
+    ids = [f for f in _CSV_ID_FIELDS if f in names]
     gpus = []
-    names = None
+    if ids:
+        seen = {}
+        for pos, row in enumerate(rows):
+            # consumer GPUs print "[N/A]" for serial (and uuid under some vGPU drivers): not a name
+            key = tuple("" if is_na(row.get(f)) else row[f].strip().upper() for f in ids)
+            if not any(key):
+                key = ("#", pos)
+            if key in seen:
+                continue
+            gpu = normalise_gpu(row)
+            if gpu["index"] is None or not isinstance(gpu["index"], int):
+                gpu["index"] = len(seen)
+            seen[key] = gpu
+            gpus.append(gpu)
+        return gpus
+    if "timestamp" in names and len(rows) > 1:
+        warnings.append(
+            "a --query-gpu loop of %d samples names no GPU (no index, pci.bus_id or uuid column): "
+            "the GPUs are left to the other outputs" % len(rows)
+        )
+        return []
+    for pos, row in enumerate(rows):
+        gpu = normalise_gpu(row)
+        gpu["index"] = pos
+        gpus.append(gpu)
+    return gpus
+
+
+def parse_query_gpu_blocks(text):
+    """Every ``--query-gpu`` block in the text, with or without its header, and what it says.
+
+    A header names the columns (any field list, in any order); a ``noheader`` block is read with the field list of
+    the command line pasted above it (``$ nvidia-smi --query-gpu=index,name,compute_cap --format=csv,noheader``)
+    or, without one, by the shape of each cell (a GPU name, a compute capability NVIDIA lists, a bus id, a driver
+    version). A ``noheader`` loop without a name (``YYYY/MM/DD HH:MM:SS.mmm, 45 %, 1234 MiB``) is telemetry: a
+    block, no GPU. ``--query-compute-apps`` blocks and other CSV are left alone.
+
+    Returns ``{'blocks': n, 'gpus': [typed rows (normalise_gpu)], 'count': the largest ``count`` field (GPUs
+    in the system) or None, 'warnings': [...]}``."""
+    out = {"blocks": 0, "gpus": [], "count": None, "warnings": []}
+    state = {"names": None, "rows": []}
+
+    def flush():
+        names, rows = state["names"], state["rows"]
+        if names is not None and (rows or state.get("header")):
+            out["blocks"] += 1
+            for row in rows:
+                count = to_number(row.get("count"))
+                if isinstance(count, int):
+                    out["count"] = max(out["count"] or 0, count)
+            out["gpus"].extend(_csv_block_gpus(names, rows, out["warnings"]))
+        state.update(names=None, rows=[], header=False)
+
     pending = None
+    shape_rows = []
+    telemetry = 0
     for raw in strip_ansi(text).splitlines():
         line = raw.strip()
         if not line:
-            names = None
+            flush()
             continue
         cmd = _QUERY_CMD_RE.search(line)
         if cmd and "nvidia-smi" in line:
+            flush()
             fmt = _FORMAT_CMD_RE.search(line)
             pending = cmd.group(1).split(",") if fmt and "noheader" in fmt.group(1) else None
-            names = None
             continue
         cells = _split_csv_line(line)
         if len(cells) < 2 and not (pending and len(pending) == 1):
-            names = None
+            flush()
             continue
         header = _csv_header(cells)
         if header:
-            names, pending = header, None
+            flush()
+            state.update(names=header, rows=[], header=True)
+            pending = None
             continue
-        if names and len(cells) == len(names):
-            gpus.append(normalise_gpu(dict(zip(names, cells))))  # noqa: B905
+        if state["names"] is not None and len(cells) == len(state["names"]):
+            state["rows"].append(dict(zip(state["names"], cells)))  # noqa: B905
             continue
-        names = None
+        flush()
         if pending and len(cells) == len(pending):
-            row = dict(zip([_CSV_ALIASES.get(f, f) for f in pending], cells))  # noqa: B905
-            if any(k in row for k in ("name", "compute_cap", "pci.bus_id", "index")):
-                gpus.append(normalise_gpu(row))
+            names = [_CSV_ALIASES.get(f, f) for f in pending]
+            if any(k in names for k in _CSV_GPU_FIELDS + ("timestamp",)):
+                state.update(names=names, rows=[dict(zip(names, cells))])  # noqa: B905
             continue
         row = _csv_row_by_shape(cells)
         if row:
-            gpus.append(normalise_gpu(row))
-    return gpus
+            shape_rows.append(row)
+        elif _SMI_TIMESTAMP_RE.match(cells[0]):
+            telemetry += 1
+    flush()
+    if shape_rows:
+        out["blocks"] += 1
+        out["gpus"].extend(_csv_block_gpus(["index"] if all("index" in r for r in shape_rows) else [], shape_rows,
+                                           out["warnings"]))  # fmt: skip
+    if telemetry:
+        out["blocks"] += 1
+        out["warnings"].append(
+            "%d --query-gpu samples without a header or a GPU name (telemetry): they name no GPU" % telemetry
+        )
+    return out
+
+
+def parse_query_gpu_any(text):
+    """The GPUs of every ``--query-gpu`` block in the text (``parse_query_gpu_blocks``), typed, in order."""
+    return parse_query_gpu_blocks(text)["gpus"]
+
+
+# ``nvidia-smi dmon``: "# gpu   pwr  gtemp ..." and "# Idx     W      C ..." then one row per GPU per sample;
+# ``-o DT`` puts "Date" / "Time" columns first. A Markdown paste may escape the hash ("\\# gpu").
+_DMON_HEADER_RE = re.compile(r"^\\?#\s*(?:(?:Date|Time)\s+)*gpu\s+\w")
+
+
+def parse_dmon(text):
+    """The GPUs ``nvidia-smi dmon`` sampled: ``{'gpus': [index, ...], 'samples': rows}``, or None when the text holds
+    no dmon header."""
+    columns = None
+    indices = set()
+    rows = 0
+    for raw in strip_ansi(text).splitlines():
+        line = raw.strip()
+        if _DMON_HEADER_RE.match(line):
+            columns = line.lstrip("\\#").split()
+            continue
+        if columns is None or line.lstrip("\\").startswith("#"):
+            continue
+        cells = line.split()
+        at = columns.index("gpu")
+        if len(cells) != len(columns) or not cells[at].isdigit():
+            if cells:
+                columns = None  # the table ended
+            continue
+        indices.add(int(cells[at]))
+        rows += 1
+    if not rows:
+        return None
+    return {"gpus": sorted(indices), "samples": rows}
 
 
 # Compute capability by GPU name: NVIDIA's tables https://developer.nvidia.com/cuda-gpus (current
@@ -993,7 +1151,7 @@ KNOWN_COMPUTE_CAPS = (
 
 def _name_key(name):
     text = re.sub(r"\s+", " ", str(name or "")).strip()
-    for prefix in ("NVIDIA ", "Tesla "):
+    for prefix in ("NVIDIA ", "Tesla ", "GRID "):
         if text.startswith(prefix):
             text = text[len(prefix) :]
     return text.lower()
@@ -1027,6 +1185,33 @@ def compute_cap_from_name(name):
         if best:
             candidates.add(best[1])
         return candidates.pop() if len(candidates) == 1 else None
+    return _vgpu_board_cap(key)
+
+
+# A vGPU guest sees its vGPU type as the name: "<board>-<framebuffer GB><series>" ("GRID T4-16Q", "NVIDIA A100-40C",
+# "NVIDIA L40S-48Q", "NVIDIA RTXA6000-48Q", "GRID V100DX-32Q", "NVIDIA H100XM-80C"; NVIDIA Virtual GPU Software
+# User Guide, "Virtual GPU Types", https://docs.nvidia.com/vgpu/latest/grid-vgpu-user-guide/index.html). The
+# board name is written without spaces and may carry a form-factor suffix (D, DX, XM, XL, L).
+_VGPU_TYPE_RE = re.compile(r"^(?P<board>[a-z0-9 ]+?)-\d+[a-z]\d*$")
+
+
+def is_vgpu_type_name(name):
+    """True for a vGPU type name (``GRID P40-24Q``, ``NVIDIA A100-40C``), the name a vGPU guest sees."""
+    if not name:
+        return False
+    key = _name_key(name)
+    return bool(_VGPU_TYPE_RE.match(key)) and (str(name).startswith("GRID ") or _vgpu_board_cap(key) is not None)
+
+
+def _vgpu_board_cap(key):
+    m = _VGPU_TYPE_RE.match(key)
+    if not m:
+        return None
+    board = m.group("board").replace(" ", "")
+    for candidate in (board, re.sub(r"(?:dx|d|xm|xl|l)$", "", board)):
+        for entry, cap in COMPUTE_CAP_BY_NAME:
+            if entry.lower().replace(" ", "") == candidate:
+                return cap
     return None
 
 
@@ -1042,15 +1227,17 @@ def read_saved_output(text):
     """Everything one saved or pasted nvidia-smi output establishes, whatever its kind.
 
     Recognises (several may be in one text, e.g. a terminal log): the plain table, ``-q``, ``-q -x``,
-    ``--query-gpu`` CSV with or without header, ``-L``, ``topo -m`` / ``topo -mp``, and the driver
-    failure texts. Shell prompts, command lines and a wrapper's own lines around them are ignored.
+    ``--query-gpu`` CSV with or without header, ``-L``, ``dmon``, ``topo -m`` / ``topo -mp``, and the driver
+    failure texts. Shell prompts, command lines and a wrapper's own lines around them are ignored; quote markers
+    (``> ``) and a Markdown code block's indentation are taken off. A ``--query-gpu`` loop that names no GPU (no
+    index / bus id / uuid column, or no header and no name) is recognised as ``query-gpu`` and gives no GPU.
 
     Returns ``{'formats': [...], 'driver_failure', 'smi_version', 'driver_version', 'cuda_version',
     'attached_gpus', 'vgpu_host', 'gpus': [...], 'mig_devices', 'topology' (parse_topo_matrix_details
     or None), 'warnings'}``. ``formats`` is empty when nothing was recognised. Each GPU is
     ``{index, pci_bus_id, name, name_truncated, compute_cap, memory_total_mib, power_limit_w, mig_mode,
     virtualization_mode}`` (None where that output does not say)."""
-    text = strip_ansi(text or "")
+    text = unquote(strip_ansi(text or ""))
     out = {
         "formats": [],
         "driver_failure": detect_driver_failure(text),
@@ -1106,16 +1293,24 @@ def read_saved_output(text):
         for gpu in listing["gpus"]:
             add(gpu, "list")
         out["mig_devices"] = max(out["mig_devices"], listing["mig_devices"])
-    csv_gpus = parse_query_gpu_any(text)
-    if csv_gpus:
+    csv = parse_query_gpu_blocks(text)
+    if csv["blocks"]:
         out["formats"].append("query-gpu")
-        for gpu in csv_gpus:
+        out["warnings"].extend(csv["warnings"])
+        if csv["count"] is not None:
+            out["attached_gpus"] = max(out["attached_gpus"] or 0, csv["count"])
+        for gpu in csv["gpus"]:
             add(
                 {k: gpu[k] for k in ("index", "name", "pci_bus_id", "compute_cap", "memory_total_mib",
                                      "power_limit_w", "mig_mode", "driver_version")},
                 "query-gpu",
             )  # fmt: skip
             out["driver_version"] = out["driver_version"] or gpu["driver_version"]
+    dmon = parse_dmon(text)
+    if dmon:
+        out["formats"].append("dmon")
+        for index in dmon["gpus"]:
+            add({"index": index}, "dmon")
     topo = parse_topo_matrix_details(text)
     if topo["links"]:
         out["formats"].append("topo")
@@ -1242,6 +1437,9 @@ def merge_saved_outputs(readings):
             gpu["compute_cap"] = compute_cap_from_name(gpu["name"])
             gpu["compute_cap_source"] = "gpu-name" if gpu["compute_cap"] else None
         gpu["sm"] = compute_cap_to_sm(gpu["compute_cap"])
+        if gpu["virtualization_mode"] is None and is_vgpu_type_name(gpu["name"]):
+            # only a vGPU guest sees a vGPU type as its GPU's name
+            gpu["virtualization_mode"] = "vgpu"
     if topo and topo["links"]:
         detail, pairs = summarise_interconnect(topo)
     elif count == 1:

@@ -33,6 +33,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import calendar
+import json
 import re
 import time as _time
 
@@ -46,6 +47,8 @@ CAUSES = (
     "port_in_use",
     "warmup_failed",
     "killed",
+    "segfault",
+    "aborted",
     "other",
 )
 _PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
@@ -65,6 +68,10 @@ _HEADER_RE = re.compile(r"\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?P<frac>
 # has the date): ``[17:25:03 TP0] ...``.
 # Matched at the start of a record only (a time inside a line is no header).
 _HMS_HEADER_RE = re.compile(r"\[(?P<hms>\d{2}:\d{2}:\d{2})" + _RANKS + r"\]\s?")
+# sglang's diffusion server (`sglang serve` / `sglang generate` for a diffusion model) logs month and day without
+# the year: configure_logger's datefmt "%m-%d %H:%M:%S" (0.5.23 multimodal_gen/runtime/utils/logging_utils.py:457-461),
+# "[12-16 14:27:08] ..." (https://github.com/sgl-project/sglang/issues/15235). Matched at the start of a record only.
+_MD_HEADER_RE = re.compile(r"\[(?P<md>\d{2}-\d{2}) (?P<hms>\d{2}:\d{2}:\d{2})" + _RANKS + r"\]\s?")
 # A rank-only header, as some excerpts show it (``[TP0] Scheduler hit an exception``).
 _RANK_ONLY_RE = re.compile(r"^\[(?:(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+\s*)+\]\s?")
 # Terminal colours (Ray colours its worker prefixes with colorama: python/ray/_private/worker.py
@@ -122,7 +129,16 @@ _RAY_REPEAT_RE = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 # Phase lines (message text after the header). Order within a phase does not matter.
 
 _PHASE_PATTERNS = (
-    ("init", re.compile(r"server_args=ServerArgs\(|Init torch distributed begin|init_distributed_environment")),
+    # 0.5.9 logs ``server_args=ServerArgs(...)`` and model_runner.py:731 ``Init torch distributed begin.``; 0.5.23
+    # logs the resolved dict, ``server_args={...}`` (entrypoints/engine.py:311/1185), and
+    # distributed/bootstrap.py:115 ``Init parallel begin.``
+    (
+        "init",
+        re.compile(
+            r"server_args=(?:ServerArgs\(|\{)|Init torch distributed begin|Init parallel begin|"
+            r"init_distributed_environment"
+        ),
+    ),
     ("load_weights", re.compile(r"Load weight begin|Loading (?:safetensors|pt) checkpoint shards")),
     # The KV pool is allocated right after the weights, so a failure after "Load weight end" is a KV failure.
     ("kv_cache", re.compile(r"Load weight end|KV Cache is allocated|Memory pool end|KV Cache is VA upper bound")),
@@ -147,6 +163,11 @@ _PHASE_PATTERNS = (
     ("ready", re.compile(r"The server is fired up and ready to roll")),
 )
 _LOAD_END_RE = re.compile(r"Load weight end")
+# The distributed init (NCCL communicators, custom all-reduce) inside the init phase: 0.5.9
+# model_runner.py:731/850 ``Init torch distributed begin.`` / ``Init torch distributed ends. elapsed=...``,
+# 0.5.23 distributed/bootstrap.py:115/190 ``Init parallel begin.`` / ``Init parallel ends. elapsed=...``.
+_DIST_BEGIN_RE = re.compile(r"Init torch distributed begin|Init parallel begin")
+_DIST_END_RE = re.compile(r"Init torch distributed ends|Init parallel ends")
 _GRAPH_END_RE = re.compile(r"Capture (?:target |draft )?(?:decode |verify |prefill |piecewise )?cuda graph end", re.I)
 _SUMMARY_RE = re.compile(r"max_total_num_tokens=")
 
@@ -197,7 +218,21 @@ _CRASH_MARKERS = (
     re.compile(r"Initialization failed\. warmup error"),
     re.compile(r"scheduler died during initialization"),
     re.compile(r"Rank \d+ scheduler is dead"),
-    re.compile(r"[Ww]atchdog timeout"),
+    # the diffusion server's launcher after "Rank N scheduler is dead" (https://github.com/sgl-project/sglang/issues/15235)
+    re.compile(r"^Exit code: -\d+\s*$"),
+    # The forward watchdog (0.5.9 / 0.5.23 utils/watchdog.py WatchdogRaw._watchdog_once) logs "{name} watchdog
+    # timeout (self.watchdog_timeout=300, self.soft=False)" and SIGQUITs its parent; the soft one
+    # (--soft-watchdog-timeout, soft=True) logs the same line with self.soft=True and keeps serving, so it is no
+    # marker (see _SOFT_WATCHDOG_RE). Older releases and forks print "Watchdog timeout (self.watchdog_timeout=300)".
+    re.compile(r"[Ww]atchdog timeout(?!\s*\([^)]*self\.soft=True\))"),
+    # torch's NCCL watchdog (ProcessGroupNCCL.cpp): a collective past its timeout, or a CUDA error the watchdog
+    # thread caught, tears the process down (TORCH_NCCL_ASYNC_ERROR_HANDLING, on by default) through
+    # std::terminate: "terminate called after throwing an instance of 'c10::DistBackendError'" then abort.
+    re.compile(r"[Ww]atchdog caught collective operation timeout|[Ww]atchdog thread terminated with exception"),
+    # its heartbeat monitor, when the watchdog itself hangs: "Heartbeat monitor timed out! Process will be terminated
+    # after dumping debug info." then a fatal "ProcessGroupNCCL's watchdog got stuck for 600 seconds ..."
+    re.compile(r"Heartbeat monitor timed out! Process will be terminated|watchdog got stuck for \d+ seconds"),
+    re.compile(r"terminate called after throwing an instance of"),
     re.compile(r"Subprocess \S+ \(pid=\d+\) crashed with exit code"),
     re.compile(r"Capture (?:cuda|CUDA) graph failed"),
     re.compile(r"error while attempting to bind on address|[Aa]ddress already in use"),
@@ -254,7 +289,30 @@ _ARCH_RE = re.compile(
     # .target 'sm_120a'", or ptxas failing on a Blackwell target (https://github.com/RLinf/RLinf/issues/92,
     # https://github.com/sgl-project/sglang/issues/8879).
     r"Value 'sm_\d+[af]?' is not defined for option 'gpu-name'|not supported on \.target '?sm_\d+|"
-    r"ptxas\b.*(?:--gpu-name[= ]|\.target '?)sm_1[0-2]\d[af]?\b"
+    r"ptxas\b.*(?:--gpu-name[= ]|\.target '?)sm_1[0-2]\d[af]?\b|"
+    # flashinfer 0.7.2 data/csrc/trtllm_batched_gemm_runner.cu:216-218 (FLASHINFER_CHECK) and
+    # trtllm_gemm_runner.cu:174-176: "The trtllm-gen batched GEMM cubin manifest contains no kernels runnable
+    # on sm120; this backend currently ships cubins for sm100, sm103 and sm107."
+    r"cubin manifest contains no kernels runnable on sm\d+|"
+    # sgl-kernel 0.3.21 (strings of sgl_kernel/sm100/common_ops.abi3.so and sm90/): csrc/moe/nvfp4_blockwise_moe.cu
+    # cutlass_fp4_group_mm TORCH_CHECK_NOT_IMPLEMENTED "Unsupported SM version: " + sm_version;
+    # csrc/moe/fp8_blockwise_moe_kernel.cu "No implemented fp8_blockwise_scaled_grouped_mm for current compute
+    # capability: " (and its fp8_blockwise_scaled_mm / fp8_scaled_mm / int8_scaled_mm siblings), "cutlass_mla_decode
+    # is only supported on compute capability 10.0, but found sm version "
+    r"Unsupported SM (?:major )?version: \d+|No implemented \w+ for current compute capability|"
+    # flashinfer's backend_requirement (0.6.3 utils.py:1146-1164, 0.7.2 utils.py:1554-1585): BackendSupportedError
+    # "mm_fp4 does not support backend 'trtllm' with capability 120", "... does not support compute capability 120",
+    # "No suitable auto backends found for mm_fp4"; gemm/gemm_base.py (0.6.3 :1032, 0.7.2 :2901) "Unsupported SM
+    # major version: 12"; 0.7.2's CuTe kernels "... requires compute capability 10.0 or 10.3"
+    r"does not support (?:backend '[^']*' with capability|compute capability) \d+|No suitable auto backends found|"
+    r"requires compute capability \d|"
+    r"is only supported on compute capability|"
+    # sglang 0.5.23 layers/moe/moe_runner/runner.py:154-159 "--moe-runner-backend hpc_ops requires an SM90 (Hopper)
+    # GPU (the HPC-Ops kernels ship sm90a only), got sm120.", layers/attention/hpc_ops_backend.py:139-143
+    r"requires an? SM ?\d+|requires (?:Blackwell|Hopper)\b|"
+    # sglang 0.5.9 model_loader/loader.py:232-242 (0.5.23 :256-266): "The quantization method modelopt_fp4 is not
+    # supported for the current GPU. Minimum capability: 100. Current capability: 90."
+    r"is not supported for the current GPU\. Minimum capability|Minimum capability: \d+\. Current capability: \d+"
 )
 _OOM_RE = re.compile(
     r"CUDA out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|"
@@ -271,7 +329,19 @@ _CAUSE_PATTERNS = (
             r"(?:^|: )error: (?:unrecognized arguments|ambiguous option|argument |the following arg|invalid choice)"
         ),
     ),
-    ("port_in_use", re.compile(r"[Aa]ddress already in use|EADDRINUSE|error while attempting to bind|[Ee]rrno 98")),
+    (
+        "port_in_use",
+        re.compile(
+            r"[Aa]ddress already in use|EADDRINUSE|error while attempting to bind|[Ee]rrno 98|"
+            # sglang's own port checks: 0.5.9 utils/common.py:705-735 / 0.5.23 utils/network.py:60-105
+            # (wait_port_available) "nccl_port at 30005 is not available in 30 seconds. ... is used by a process
+            # already", logged by server_args.py (0.5.9 :5688-5691, 0.5.23 :884-887) as "Port is already in use.
+            # dist_init_port=..." before re-raising. get_open_port's "Port N is already in use, trying port M" is
+            # no failure and matches none of these.
+            r"\w+_port at \d+ is not available in \d+ seconds|\w+_port is used by a process already|"
+            r"Port is already in use\. dist_init_port="
+        ),
+    ),
     ("unsupported_arch", _ARCH_RE),
     ("oom", _OOM_RE),
     (
@@ -286,16 +356,73 @@ _CAUSE_PATTERNS = (
     (
         "nccl",
         re.compile(
-            r"NCCL error|ncclCommInitRank|NCCL WARN|ProcessGroupNCCL|DistBackendError|nccl\w*Error|"
+            r"NCCL error|ncclCommInitRank|NCCL WARN|ProcessGroupNCCL(?!\.cpp)|DistBackendError|nccl\w*Error|"
             r"gloo|collective operation timeout|Connection closed by peer|init_process_group|"
-            r"custom_all_reduce|TCPStore|dist-init-addr"
+            r"custom_all_reduce|TCPStore|dist-init-addr|Heartbeat monitor timed out|collective timeout"
         ),
     ),
 )
+_NCCL_PRIO = [cause for cause, _rx in _CAUSE_PATTERNS].index("nccl")
 _WARMUP_CAUSE_RE = re.compile(r"Initialization failed\. warmup error")
-_KILLED_CAUSE_RE = re.compile(
-    r"^(?:Killed|已杀死)\s*$|code=killed|exit code: -9|exit code -9|status=9/KILL|SIGKILL|OOM killer"
+# How a process died by a signal. The exit code decides: multiprocessing gives -signum (0.5.23
+# entrypoints/engine.py:2002-2010 "Rank {rank} scheduler died during initialization (exit code: -11). If exit
+# code is -9 (SIGKILL), a common cause is the OS OOM killer. ..." -- that hint names -9 whatever the code was;
+# utils/watchdog.py SubprocessWatchdog "... crashed with exit code -11"), systemd "status=11/SEGV", and the
+# shell and Python name the signal. SIGKILL is "killed" (the OOM killer, or someone), SIGSEGV "segfault",
+# SIGABRT "aborted" (std::terminate, a failed C++ check, glibc); another signal is "killed".
+_EXIT_CODE_RE = re.compile(r"[Ee]xit code:? (-\d+)\b|status=(\d+)/[A-Z]+")
+_SIGNAL_CAUSES = {9: "killed", 11: "segfault", 6: "aborted"}
+_SIGNAL_WORDS = (
+    (
+        "segfault",
+        re.compile(r"^Segmentation fault(?: \(core dumped\))?\s*$|Fatal Python error: Segmentation fault|SIGSEGV"),
+    ),
+    (
+        "aborted",
+        re.compile(
+            r"^Aborted(?: \(core dumped\))?\s*$|Fatal Python error: Aborted|SIGABRT|"
+            r"terminate called after throwing an instance of"
+        ),
+    ),
+    ("killed", re.compile(r"^(?:Killed|已杀死)\s*$|code=killed|SIGKILL")),
 )
+
+
+def _signal_cause(line):
+    """``killed`` / ``segfault`` / ``aborted`` when the line says the process died by a signal, else None."""
+    m = _EXIT_CODE_RE.search(line)
+    if m:
+        if m.group(1):
+            return _SIGNAL_CAUSES.get(-int(m.group(1)), "killed")
+        if "code=exited" not in line:
+            return _SIGNAL_CAUSES.get(int(m.group(2)), "killed")
+    for cause, rx in _SIGNAL_WORDS:
+        if rx.search(line):
+            return cause
+    return None
+
+
+# A SIGKILL from the kernel's OOM killer, as the unit's journal shows it: systemd's "A process of this unit has
+# been killed by the OOM killer." / "Failed with result 'oom-kill'." (src/core/unit.c unit_check_oom,
+# src/core/service.c service_result "oom-kill"), or the kernel's "Out of memory: Killed process 1234 (python3)"
+# / "Memory cgroup out of memory: Killed process ..." (mm/oom_kill.c) where the kernel log is collected too.
+# sglang's own hint "a common cause is the OS OOM killer" is advice, not this.
+_OOM_KILLER_RE = re.compile(
+    r"has been killed by the OOM killer|Failed with result 'oom-kill'|[Oo]ut of memory: Kill(?:ed)? process|"
+    r"invoked oom-killer"
+)
+# What the forward watchdog logs when a batch (or the startup) is stuck (0.5.9 / 0.5.23 utils/watchdog.py
+# WatchdogRaw._watchdog_once: "{name} debug info:", "{name} watchdog timeout (...)"; utils pyspy_dump_schedulers:
+# "Pyspy dump for PID ...", "Pyspy failed ..."): no progress, though it is output.
+_WATCHDOG_REPORT_RE = re.compile(
+    r"\w+ debug info:|[Ww]atchdog timeout|Pyspy (?:dump|failed)|All pyspy dump attempts failed"
+)
+# The soft watchdog's report (see the watchdog marker above): the server goes on; recorded as an event.
+_SOFT_WATCHDOG_RE = re.compile(r"[Ww]atchdog timeout\s*\([^)]*self\.soft=True\)")
+# A CUDA error that torch's NCCL watchdog thread caught and reported ("[PG ID 0 ... Rank 3] Process group watchdog
+# thread terminated with exception: CUDA error: an illegal memory access was encountered"): the kernel fault is
+# the cause, not NCCL, though the report comes from ProcessGroupNCCL.
+_WATCHDOG_CUDA_ERROR_RE = re.compile(r"[Ww]atchdog(?: thread terminated with exception)?: (?P<msg>CUDA error: .*)")
 # A record with no marker that still names a fatal error (a fork or wrapper logging the exception text
 # as an ordinary record, without the traceback): a candidate, like a lone exception line. Only the
 # errors' own wording: healthy launches log warnings that merely mention the same things (0.5.23
@@ -305,7 +432,8 @@ _FATAL_RECORD_RE = re.compile(
     r"CUDA out of memory\. Tried to allocate|CUDA error: out of memory|CUDA_ERROR_OUT_OF_MEMORY|"  # torch, driver
     r"no kernel image is available for execution on the device|cudaErrorNoKernelImageForDevice|"
     r"[Uu]nsupported compute capability|: Unsupported architecture$|"  # see _ARCH_RE
-    r"ptxas fatal\s*:|nvcc fatal\s*: Unsupported gpu architecture"
+    r"ptxas fatal\s*:|nvcc fatal\s*: Unsupported gpu architecture|"
+    r"Port is already in use\. dist_init_port="  # logger.exception, then raise (see the port_in_use cause)
 )
 
 # Traceback frames that tell the phase when the log has no phase lines (an excerpt).
@@ -316,6 +444,10 @@ _FRAME_PHASES = (
         re.compile(
             r"event_loop_(?:normal|overlap|pp)|run_event_loop|dispatch_event_loop|process_batch_result|"
             r"get_next_batch_to_run|"
+            # a CUDA graph (full or piecewise) replayed: only a forward batch does that (0.5.9
+            # model_executor/piecewise_cuda_graph_runner.py:689 and cuda_graph_runner.py replay; 0.5.23
+            # model_executor/runner/decode_cuda_graph_runner.py:1521/1981 load_batch / execute)
+            r"graph_runner\.py\", line \d+, in (?:replay|execute|load_batch)\b|"
             # the overlap scheduler's forward thread (0.4.6 / 0.4.10 managers/tp_worker_overlap_thread.py)
             r"forward_thread_func|"
             # 0.1.x-0.3.x: the TP server's step loop (0.3.0 managers/tp_worker.py:225 exposed_step, :255
@@ -400,8 +532,30 @@ def _parse_hms(hms):
     return float(h * 3600 + m * 60 + s)
 
 
+# Docker's json-file log driver writes each line the container printed as {"log":"<line>\n","stream":"stderr",
+# "time":"..."} (https://docs.docker.com/engine/logging/drivers/json-file/); a log collected from those files
+# (or shipped raw by an orchestrator) carries every record inside one.
+_DOCKER_JSON_RE = re.compile(r'^\s*\{"log":"(?P<line>(?:[^"\\]|\\.)*)","stream":"(?:stdout|stderr)"')
+
+
+def _unwrap_docker_json(text):
+    if '{"log":"' not in text:
+        return text
+    lines = []
+    for line in text.split("\n"):
+        m = _DOCKER_JSON_RE.match(line)
+        if m:
+            try:
+                line = json.loads('"%s"' % m.group("line")).rstrip("\n")
+            except ValueError:
+                pass
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def _split_physical(text):
     out = []
+    text = _unwrap_docker_json(text)
     for physical in _ANSI_RE.sub("", text).replace("\r\n", "\n").split("\n"):
         for seg in physical.split("\r"):
             seg, headed = _strip_outer(seg.rstrip())
@@ -432,8 +586,20 @@ class Record:
         self.raw = raw
         self.time_only = False
         m = _HEADER_RE.match(raw)
+        if not m:
+            md = _MD_HEADER_RE.match(raw)
+            if md:
+                # a leap year, so that 02-29 parses; the year itself is not in the record
+                wall = _parse_ts("2000-%s %s" % (md.group("md"), md.group("hms")), None)
+                if wall is not None:
+                    m = md
         h = None if m else _HMS_HEADER_RE.match(raw)
-        if m:
+        if m is not None and m.re is _MD_HEADER_RE:
+            self.msg = raw[m.end():]
+            self.wall = wall
+            self.ranks = m.group("ranks").strip()
+            self.headed = True
+        elif m:
             self.msg = raw[m.end():]
             self.wall = _parse_ts(m.group("ts"), m.group("frac"))
             self.ranks = m.group("ranks").strip()
@@ -485,6 +651,8 @@ class SglangLogClassifier:
         self._frame_phase = None
         self._day_offset = 0.0  # time-only headers: days added after midnight rollovers
         self._last_hms = None
+        self._oom_killer_line = None
+        self._in_dump = False
 
     # ------------------------------------------------------------------ feeding
     def feed(self, text, t=None):
@@ -521,14 +689,22 @@ class SglangLogClassifier:
             return
         self.lines_seen += 1
         now = self._now(rec, t)
+        if rec.headed or _PROGRESS_RE.search(msg):
+            # the watchdogs' reports (and the request / py-spy dump lines under them) say the server is stuck
+            self._in_dump = bool(_WATCHDOG_REPORT_RE.search(msg))
         if now is not None:
             if self.first_time is None:
                 self.first_time = now
             self.last_time = now
-            if not _HEALTH_ACCESS_RE.search(msg):
+            if not _HEALTH_ACCESS_RE.search(msg) and not self._in_dump:
                 self.last_progress = now
         if "init" not in self._phase_times:
             self._phase_times["init"] = now
+        if self._oom_killer_line is None and _OOM_KILLER_RE.search(msg):
+            self._oom_killer_line = msg.strip()
+        if _SOFT_WATCHDOG_RE.search(msg):
+            # --soft-watchdog-timeout: a forward batch ran past it; the server dumps and keeps serving
+            self._events.setdefault("soft_watchdog", now)
 
         # Traceback block bookkeeping: indented or exception lines continue a block; a headed record ends it.
         if self._in_block:
@@ -567,7 +743,11 @@ class SglangLogClassifier:
             self._crash(stripped, now)
             # The traceback follows on the marker's line or, after "Exception in ModelTpServer:" and
             # the like, on the next lines: the crash is settled only once it has been read.
-            if "Traceback (most recent call last)" in msg or stripped.endswith(":"):
+            if (
+                "Traceback (most recent call last)" in msg
+                or stripped.endswith(":")
+                or "terminate called after throwing" in msg
+            ):
                 self._blocks.append([stripped])
                 self._in_block = True
             return
@@ -630,6 +810,11 @@ class SglangLogClassifier:
                 self._enter(phase, now)
         if _LOAD_END_RE.search(msg) and "load_weights_end" not in self._events:
             self._events["load_weights_end"] = now
+        if _DIST_BEGIN_RE.search(msg):
+            self._events.setdefault("distributed_init_begin", now)
+        if _DIST_END_RE.search(msg):
+            # every rank logs it: the last one is when the distributed init is done
+            self._events["distributed_init_end"] = now
         if _GRAPH_END_RE.search(msg):
             self._events["cuda_graph_end"] = now
         if _SUMMARY_RE.search(msg):
@@ -689,6 +874,15 @@ class SglangLogClassifier:
         self._note_cause(line)
 
     def _note_cause(self, line, frame=False):
+        m = _WATCHDOG_CUDA_ERROR_RE.search(line)
+        if m:
+            for prio, (cause, rx) in enumerate(_CAUSE_PATTERNS):
+                if cause in ("unsupported_arch", "oom") and rx.search(m.group("msg")):
+                    self._cause_hits.append((prio, cause, line))
+                    return
+            # beats the NCCL evidence the same report carries (ProcessGroupNCCL frames, DistBackendError)
+            self._cause_hits.append((_NCCL_PRIO - 0.25, "other", line))
+            return
         if frame:
             # Frames only speak for compiler / collective failures (a path through run_ninja, pynccl ...).
             for prio, (cause, rx) in enumerate(_CAUSE_PATTERNS):
@@ -704,11 +898,11 @@ class SglangLogClassifier:
                 return
         if _WARMUP_CAUSE_RE.search(line):
             self._cause_hits.append((len(_CAUSE_PATTERNS), "warmup_failed", line))
-        elif _KILLED_CAUSE_RE.search(line):
-            # An exception line that names the SIGKILL (e.g. "scheduler died ... exit code: -9") is "killed"
-            # and beats the bare systemd exit line.
+        elif _signal_cause(line):
+            # An exception line that names the signal (e.g. "scheduler died ... exit code: -11") beats the bare
+            # systemd exit line.
             prio = len(_CAUSE_PATTERNS) + (0.25 if _EXC_LINE_RE.match(line) else 1)
-            self._cause_hits.append((prio, "killed", line))
+            self._cause_hits.append((prio, _signal_cause(line), line))
         elif _EXC_LINE_RE.match(line):
             # An exception no cause pattern knows (e.g. "RuntimeError: CUDA error: an illegal memory
             # access") still says more than the SIGKILL that follows it: cause "other", this line decisive.
@@ -762,6 +956,9 @@ class SglangLogClassifier:
         if not self._cause_hits:
             return "other", None
         prio, cause, line = min(self._cause_hits, key=lambda h: h[0])
+        if cause == "killed" and self._oom_killer_line is not None:
+            # the SIGKILL came from the kernel's OOM killer: host memory, not the GPU's
+            return "oom", self._oom_killer_line
         # A warmup failure whose only evidence is the HTTP assertion stays warmup_failed; a specific cause
         # seen anywhere (scheduler traceback: OOM, arch, NCCL ...) wins over it.
         return cause, line
@@ -812,6 +1009,9 @@ class SglangLogClassifier:
         if "load_weights" in out and self._events.get("load_weights_end") is not None:
             began = self._phase_times["load_weights"]
             out["load_weights"]["duration"] = round(self._events["load_weights_end"] - began, 3)
+        began, ended = self._events.get("distributed_init_begin"), self._events.get("distributed_init_end")
+        if "init" in out and began is not None and ended is not None and ended >= began:
+            out["init"]["distributed_duration"] = round(ended - began, 3)
         if "cuda_graph" in out and self._events.get("cuda_graph_end") is not None:
             out["cuda_graph"]["duration"] = round(self._events["cuda_graph_end"] - self._phase_times["cuda_graph"], 3)
         for name, at in self._events.items():

@@ -198,7 +198,8 @@ state:
 cause:
   description: >-
     For RV(state=crashed): V(unsupported_arch), V(oom), V(nccl), V(jit_compile), V(flag_error), V(port_in_use),
-    V(warmup_failed), V(killed) or V(other). Null otherwise.
+    V(warmup_failed), V(killed), V(segfault), V(aborted) or V(other) (the process's signal tells the last three
+    apart; a SIGKILL from the kernel's OOM killer is V(oom)). Null otherwise.
   returned: always
   type: str
   sample: oom

@@ -402,3 +402,236 @@ def test_saved_output_public_samples(name, count, driver, cuda, cap, interconnec
         cap,
         interconnect,
     )
+
+
+# ---- --query-gpu read by its header, whatever the field list ---------------------------------------------------
+
+# Field names of `nvidia-smi --help-query-gpu` (R535 as quoted in https://github.com/netdata/netdata/issues/15755,
+# R550+ additions: gsp.mode, c2c.mode, protected_memory, fabric, platform). Assembled here as the header of a query
+# of them all: camelCase names (heterogenous_multivGPU, fractional_multiVgpu, cliqueId, clusterUuid) and inforom
+# versions ("2.1", "7.0") that look like compute capabilities.
+ALL_FIELDS = (
+    "timestamp, driver_version, vgpu_driver_capability.heterogenous_multivGPU, count, name, serial, uuid, "
+    "pci.bus_id, pci.domain, pci.bus, pci.device, pci.device_id, pci.sub_device_id, "
+    "vgpu_device_capability.fractional_multiVgpu, vgpu_device_capability.heterogeneous_timeSlice_profile, "
+    "vgpu_device_capability.heterogeneous_timeSlice_sizes, pcie.link.gen.current, pcie.link.gen.gpucurrent, "
+    "pcie.link.gen.max, pcie.link.gen.gpumax, pcie.link.gen.hostmax, pcie.link.width.current, pcie.link.width.max, "
+    "index, display_mode, display_active, persistence_mode, addressing_mode, accounting.mode, "
+    "accounting.buffer_size, driver_model.current, driver_model.pending, vbios_version, inforom.img, inforom.oem, "
+    "inforom.ecc, inforom.pwr, gom.current, gom.pending, fan.speed [%], pstate, clocks_event_reasons.supported, "
+    "clocks_event_reasons.active, clocks_event_reasons.gpu_idle, clocks_event_reasons.applications_clocks_setting, "
+    "clocks_event_reasons.sw_power_cap, clocks_event_reasons.hw_slowdown, clocks_event_reasons.hw_thermal_slowdown, "
+    "clocks_event_reasons.hw_power_brake_slowdown, clocks_event_reasons.sw_thermal_slowdown, "
+    "clocks_event_reasons.sync_boost, memory.total [MiB], memory.reserved [MiB], memory.used [MiB], "
+    "memory.free [MiB], compute_mode, compute_cap, utilization.gpu [%], utilization.memory [%], "
+    "encoder.stats.sessionCount, encoder.stats.averageFps, encoder.stats.averageLatency, ecc.mode.current, "
+    "ecc.mode.pending, temperature.gpu, temperature.memory, power.management, power.draw [W], "
+    "power.draw.average [W], power.draw.instant [W], power.limit [W], enforced.power.limit [W], "
+    "power.default_limit [W], power.min_limit [W], power.max_limit [W], clocks.current.graphics [MHz], "
+    "clocks.current.sm [MHz], clocks.current.memory [MHz], clocks.current.video [MHz], mig.mode.current, "
+    "mig.mode.pending, gsp.mode.current, gsp.mode.default, c2c.mode, protected_memory.total [MiB], "
+    "fabric.state, fabric.status, fabric.cliqueId, fabric.clusterUuid, platform.chassis_serial_number, "
+    "platform.slot_number"
+)
+
+
+def _all_fields_row(name, bus, index, cap, memory, inforom_ecc):
+    values = {
+        "timestamp": "2026/12/06 05:00:00.000", "driver_version": "580.65.06", "count": "2", "name": name,
+        "pci.bus_id": bus, "index": str(index), "inforom.img": "G525.0200.00.05", "inforom.oem": "2.1",
+        "inforom.ecc": inforom_ecc, "inforom.pwr": "N/A", "compute_cap": cap, "memory.total": f"{memory} MiB",
+        "fan.speed": "30 %", "power.limit": "450.00 W", "pstate": "P8", "mig.mode.current": "[N/A]",
+    }  # fmt: skip
+    names = [f.split(" [")[0] for f in ALL_FIELDS.split(", ")]
+    return ", ".join(values.get(f, "[N/A]") for f in names)
+
+
+def test_query_gpu_with_every_field_reads_compute_cap_from_its_column():
+    text = "\n".join([
+        ALL_FIELDS,
+        _all_fields_row("NVIDIA GeForce RTX 4090", "00000000:01:00.0", 0, "8.9", 24564, "6.0"),
+        _all_fields_row("NVIDIA H100 80GB HBM3", "00000000:18:00.0", 1, "9.0", 81559, "7.0"),
+    ]) + "\n"
+    assert len(ALL_FIELDS.split(", ")) > 90
+    gpus = n.parse_query_gpu_any(text)
+    assert [(g["index"], g["compute_cap"], g["sm"], g["memory_total_mib"]) for g in gpus] == [
+        (0, "8.9", "sm89", 24564),
+        (1, "9.0", "sm90", 81559),
+    ]
+    f = n.merge_saved_outputs([n.read_saved_output(text)])
+    assert f["gpu_count"] == 2 and f["mixed_models"] is True
+    assert [g["compute_cap_source"] for g in f["gpus"]] == ["nvidia-smi", "nvidia-smi"]
+    # noheader and no command line above it: by shape, the inforom versions make the capability ambiguous, so
+    # none is taken from the row (the name decides it instead)
+    rows = text.splitlines()[1:]
+    f = n.merge_saved_outputs([n.read_saved_output("\n".join(rows) + "\n")])
+    assert [(g["compute_cap"], g["compute_cap_source"]) for g in f["gpus"]] == [
+        ("8.9", "gpu-name"),
+        ("9.0", "gpu-name"),
+    ]
+
+
+def test_query_gpu_columns_in_any_order_triton_8070():
+    f = facts("query-gpu-cc-first-index-last-triton-8070.txt")
+    assert f["formats"] == ["query-gpu"] and f["gpu_count"] == 2
+    assert [(g["index"], g["name"], g["compute_cap"]) for g in f["gpus"]] == [
+        (0, "NVIDIA TITAN V", "7.0"),
+        (1, "NVIDIA RTX 5880 Ada Generation", "8.9"),
+    ]
+    assert f["driver_version"] == "570.86.15" and f["compute_cap"] is None  # mixed
+
+
+def test_query_gpu_units_in_values_and_a_second_run_bpytop_26():
+    # the command line with the header glued to it, the header, two GPUs with units in every value, `time`'s
+    # lines, then the same command again (its rows cut in the issue): two GPUs, not four
+    f = facts("query-gpu-two-runs-glued-command-bpytop-26.txt")
+    assert f["formats"] == ["query-gpu"] and f["gpu_count"] == 2
+    assert [(g["name"], g["memory_total_mib"]) for g in f["gpus"]] == [
+        ("GeForce GTX 1080 Ti", 11175),
+        ("GeForce GTX 1060 6GB", 6078),
+    ]
+    # both runs whole: each lists the GPUs once, so they merge
+    text = read("query-gpu-two-runs-glued-command-bpytop-26.txt")
+    rows = [line for line in text.splitlines() if line.startswith("GeForce")]
+    f = n.merge_saved_outputs([n.read_saved_output(text + "\n".join(rows) + "\n")])
+    assert f["gpu_count"] == 2
+
+
+def test_telemetry_loops_are_query_gpu_output_that_names_no_gpu():
+    # our own recording (tests/fixtures/nvidia-smi/h200-x1-loads): noheader, nounits, no name column
+    loop = (FIX / "h200-x1-loads" / "compute.csv").read_text()
+    r = n.read_saved_output(loop)
+    assert r["formats"] == ["query-gpu"] and r["gpus"] == []
+    assert any("telemetry" in w for w in r["warnings"])
+    f = n.merge_saved_outputs([r])
+    assert f["gpu_count"] is None and f["compute_cap"] is None
+    # with its header, units in the values, and the index column: each GPU once, whatever the number of samples
+    with_index = (FIX / "h200-x2" / "query-lms250-under-bf16-matmul-on-gpu0.csv").read_text()
+    f = n.merge_saved_outputs([n.read_saved_output(with_index)])
+    assert f["gpu_count"] == 2 and [g["index"] for g in f["gpus"]] == [0, 1]
+    # the same loop without the index column: samples, not GPUs
+    lines = [", ".join(c for i, c in enumerate(line.split(", ")) if i != 1) for line in with_index.splitlines()]
+    r = n.read_saved_output("\n".join(lines) + "\n")
+    assert r["formats"] == ["query-gpu"] and r["gpus"] == []
+    assert any("names no GPU" in w for w in r["warnings"])
+    # together with the table of the same host, the table's GPUs stand
+    table = n.read_saved_output((FIX / "h200-x2" / "nvidia-smi.txt").read_text())
+    f = n.merge_saved_outputs([table, r])
+    assert f["gpu_count"] == 2 and f["sm"] == "sm90"
+
+
+# ---- topo -m: NIC columns by RDMA device name, PCIe-only hosts, the pre-2018 legend -----------------------------
+
+
+@pytest.mark.parametrize(
+    "name,devices,detail,rows",
+    [
+        # R384-era: the NIC column is "mlx4_0", links SYS between the two CPU sockets
+        (
+            "topo-pre2018-mlx4-column-k8s-53497.txt",
+            [f"GPU{i}" for i in range(8)] + ["mlx4_0"],
+            "pcie-sys",
+            ["GPU0", "GPU1", "GPU2", "GPU3", "GPU4"],
+        ),
+        # before R384 "SOC" was SYS's name
+        ("topo-pre2018-soc-p100-gearshifft-82.txt", ["GPU0", "GPU1"], "pcie-sys", ["GPU0", "GPU1"]),
+        # two RTX 5090 on one host bridge, tabs, an empty cell before GPU NUMA ID
+        ("topo-pcie-only-2x5090-club-3090-1229.txt", ["GPU0", "GPU1"], "pcie-phb", ["GPU0", "GPU1"]),
+        # Markdown-indented, the p2p matrix (NS / X) after it is not read as links
+        ("topo-markdown-indented-p2p-after-club-3090-1125.txt", ["GPU0", "GPU1"], "pcie-node", ["GPU0", "GPU1"]),
+    ],
+)
+def test_topo_layouts_without_nvlink(name, devices, detail, rows):
+    topo = n.parse_topo_matrix_details(read(name))
+    assert topo["devices"] == devices and topo["header"] is True and topo["warnings"] == []
+    assert sorted(topo["links"]) == sorted(rows)
+    f = facts(name)
+    assert f["gpu_count"] == sum(1 for d in devices if d.startswith("GPU"))
+    assert f["interconnect_detail"] == detail and f["interconnect"] == "pcie"
+
+
+def test_topo_pre2018_nic_column_and_affinity():
+    topo = n.parse_topo_matrix(read("topo-pre2018-mlx4-column-k8s-53497.txt"))
+    assert topo["links"]["GPU0"]["mlx4_0"] == "PHB" and topo["links"]["GPU4"]["mlx4_0"] == "SYS"
+    assert topo["cpu_affinity"]["GPU4"] == "10-19,30-39"
+    numa = n.parse_topo_matrix_details(read("topo-pcie-only-2x5090-club-3090-1229.txt"))
+    assert numa["numa_affinity"] == {"GPU0": "0", "GPU1": "0"} and numa["gpu_numa_id"] == {"GPU0": None, "GPU1": None}
+
+
+# ---- quoted and indented tables, vGPU type names ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("prefix", ["> ", ">> ", "    ", "> > "])
+def test_a_quoted_or_indented_table_reads_like_the_table(prefix):
+    for name in ("table-550-h100-gpu-burn-114.txt", "table-460-vgpu-host-prompt-glued-vgpu-unlock-30.txt"):
+        text = read(name)
+        quoted = "".join(prefix + line for line in text.splitlines(keepends=True))
+        plain, got = facts(name), n.merge_saved_outputs([n.read_saved_output(quoted)])
+        assert got["gpus"] == plain["gpus"] and got["gpu_count"] == plain["gpu_count"] >= 1
+        assert (got["driver_version"], got["cuda_version"]) == (plain["driver_version"], plain["cuda_version"])
+
+
+@pytest.mark.parametrize(
+    "name,cap",
+    [
+        ("GRID T4-16Q", "7.5"),
+        ("NVIDIA A100-40C", "8.0"),
+        ("NVIDIA L40S-48Q", "8.9"),
+        ("NVIDIA RTXA6000-48Q", "8.6"),
+        ("GRID V100DX-32Q", "7.0"),
+        ("NVIDIA H100XM-80C", "9.0"),
+        ("NVIDIA A16-4Q", "8.6"),
+        # a board the tables do not list stays unknown
+        ("GRID P4-8Q", None),
+    ],
+)
+def test_vgpu_type_names_give_their_boards_compute_capability(name, cap):
+    assert n.compute_cap_from_name(name) == cap
+
+
+def test_a_serial_printed_na_names_no_gpu():
+    # consumer boards print "[N/A]" for serial: two such rows are two GPUs, not one
+    row = "NVIDIA GeForce RTX 4090, [N/A], 24564 MiB\n"
+    text = "name, serial, memory.total [MiB]\n" + row + row
+    f = n.merge_saved_outputs([n.read_saved_output(text)])
+    assert f["gpu_count"] == 2 and f["compute_cap"] == "8.9"
+
+
+def test_vgpu_host_table_and_vgpu_guest_query():
+    host = facts("table-550-a100-vgpu-host-mig-immich-14808.txt")
+    assert (host["gpu_count"], host["compute_cap"], host["mig"], host["cuda_version"]) == (1, "8.0", True, None)
+    assert host["virtualization"] is None  # the table does not say; -q's "vGPU Driver Capability" would
+    guest = facts("q-535-vgpu-guest-grid-p40-ollama-6364.txt")
+    assert guest["gpus"][0]["name"] == "GRID P40-24Q" and guest["gpu_count"] == 1
+    # a vGPU type as the GPU's name: a guest; P40 is not in NVIDIA's current table, so no capability is guessed
+    assert guest["virtualization"] == "vgpu" and n.virtualization_kind(guest["virtualization"]) == "vm"
+    assert guest["compute_cap"] is None
+    assert n.is_vgpu_type_name("NVIDIA A100-40C") and not n.is_vgpu_type_name("NVIDIA A100-PCIE-40GB")
+    assert not n.is_vgpu_type_name("NVIDIA H100 80GB HBM3")
+
+
+def test_dmon_names_the_gpus_it_samples():
+    quoted = facts("dmon-quoted-escaped-hash-deepspeech-178.txt")
+    assert quoted["formats"] == ["dmon"] and quoted["gpu_count"] == 4
+    assert [g["index"] for g in quoted["gpus"]] == [0, 1, 2, 3]
+    # our H200 x2 recording: many samples, two GPUs
+    ours = n.parse_dmon((FIX / "h200-x2" / "dmon-pucm-under-bf16-matmul-on-gpu0.txt").read_text())
+    assert ours["gpus"] == [0, 1] and ours["samples"] > 2
+    assert n.parse_dmon(read("table-550-h100-gpu-burn-114.txt")) is None
+
+
+def test_table_lines_in_quotes_or_in_docker_json_records():
+    import json
+
+    text = read("table-550-h100-gpu-burn-114.txt")
+    plain = facts("table-550-h100-gpu-burn-114.txt")
+    as_list = "\n".join(repr(line) + "," for line in text.splitlines())  # a Python list of the lines
+    docker = "\n".join(
+        json.dumps({"log": line + "\n", "stream": "stdout", "time": "2024-06-01T00:00:00.000000000Z"},
+                   separators=(",", ":"))
+        for line in text.splitlines()
+    )  # docker's json-file log driver (`docker logs` files under /var/lib/docker/containers)
+    for variant in (as_list, docker):
+        got = n.merge_saved_outputs([n.read_saved_output(variant)])
+        assert got["gpus"] == plain["gpus"] and got["gpu_count"] == 2
+        assert got["driver_version"] == "550.90.07" and got["compute_cap"] == "9.0"

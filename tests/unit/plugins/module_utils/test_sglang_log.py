@@ -478,3 +478,285 @@ def test_a_follower_ranks_dummy_health_server_is_its_http_phase_not_ready():
         "[2026-10-30 12:01:09] Dummy health check server started in background thread at 0.0.0.0:8000",
     ])
     assert r["state"] == "starting" and r["phase"] == "http_up" and r["cause"] is None
+
+
+# ---------------------------------------------------------------------------------------------- the 0.5.23 stack's own texts
+# Each line below is the wheel's own string, put together the way the wheel puts it together.
+_HEAD = "[2026-10-30 12:00:00] server_args={'model_path': 'zai-org/GLM-5', 'tp_size': 8}\n"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # flashinfer 0.7.2 flashinfer/data/csrc/trtllm_batched_gemm_runner.cu:216-218: the message, thrown by
+        # FLASHINFER_CHECK as flashinfer::Error, whose what() is "Error in function '<func>' at <file>:<line>: <msg>"
+        # (data/include/flashinfer/exception.h:79-83); the JIT module is compiled from the installed package's csrc.
+        "RuntimeError: Error in function 'TrtllmGenBatchedGemmRunner' at /opt/moesweep/venvs/sglang/lib/python3.12/site-packages/flashinfer/data/csrc/trtllm_batched_gemm_runner.cu:218: The trtllm-gen batched GEMM cubin manifest contains no kernels runnable on sm120; this backend currently ships cubins for sm100, sm103 and sm107.",
+        # flashinfer 0.7.2 flashinfer/data/csrc/trtllm_gemm_runner.cu:174-176 (FLASHINFER_ERROR), dense trtllm-gen GEMM
+        "RuntimeError: Error in function 'TrtllmGenGemmRunner' at /opt/moesweep/venvs/sglang/lib/python3.12/site-packages/flashinfer/data/csrc/trtllm_gemm_runner.cu:176: The trtllm-gen GEMM cubin manifest contains no kernels runnable on sm121; this backend currently ships cubins for sm100, sm103 and sm107.",
+        # sgl-kernel 0.3.21 csrc/moe/nvfp4_blockwise_moe.cu cutlass_fp4_group_mm: TORCH_CHECK_NOT_IMPLEMENTED(false,
+        # "Unsupported SM version: " + std::to_string(sm_version)) -> NotImplementedError (the literal is in the
+        # wheel's sgl_kernel/sm100/common_ops.abi3.so and sgl_kernel/sm90/common_ops.abi3.so)
+        "NotImplementedError: Unsupported SM version: 121",
+        # sgl-kernel 0.3.21 csrc/moe/fp8_blockwise_moe_kernel.cu: TORCH_CHECK_NOT_IMPLEMENTED(can_implement,
+        # "No implemented fp8_blockwise_scaled_grouped_mm for current compute capability: ", sm_version) (same .so files)
+        "NotImplementedError: No implemented fp8_blockwise_scaled_grouped_mm for current compute capability: 120",
+        # sgl-kernel 0.3.21, the dense blockwise GEMM's sibling check (csrc/gemm/fp8_blockwise_gemm_kernel.cu, same .so)
+        "RuntimeError: No implemented fp8_blockwise_scaled_mm for current compute capability: 121",
+        # sglang 0.5.23 srt/layers/moe/moe_runner/runner.py:154-159
+        "ValueError: --moe-runner-backend hpc_ops requires an SM90 (Hopper) GPU (the HPC-Ops kernels ship sm90a only), got sm120.",
+        # sglang 0.5.23 srt/layers/attention/hpc_ops_backend.py:139-143
+        "ValueError: The hpc_ops attention backend requires an SM90 (Hopper) GPU (the HPC-Ops kernels ship sm90a only), got sm120.",
+        # sglang 0.5.9 srt/model_loader/loader.py:232-242 (0.5.23 :256-266): NVFP4 on an H100 fails here first
+        "ValueError: The quantization method modelopt_fp4 is not supported for the current GPU. Minimum capability: 100. Current capability: 90.",
+    ],
+)
+def test_the_stacks_own_architecture_failures_are_unsupported_arch(line):
+    c = SglangLogClassifier().feed(_HEAD + line + "\n")
+    assert c.state == "starting"  # a lone exception line: decided when the process is gone
+    r = c.finish().result()
+    assert (r["state"], r["cause"], r["phase"]) == ("crashed", "unsupported_arch", "init")
+    assert r["decisive_line"] == line
+    # the same line inside the scheduler's traceback is decisive at once
+    tb = (
+        "[2026-10-30 12:03:00 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+        '  File "/x/sglang/srt/managers/scheduler.py", line 4048, in run_scheduler_process\n'
+        + line + "\n"
+    )
+    r = classify_text(_HEAD + tb)
+    assert (r["state"], r["cause"]) == ("crashed", "unsupported_arch") and r["decisive_line"] == line
+
+
+# sglang 0.5.23 srt/entrypoints/engine.py:2002-2010 _scheduler_died_error: the hint names -9 whatever the code is
+_DIED = (
+    "RuntimeError: Rank {rank} scheduler died during initialization (exit code: {code}). If exit code is -9 "
+    "(SIGKILL), a common cause is the OS OOM killer. Run `dmesg -T | grep -i oom` to check."
+)
+
+
+@pytest.mark.parametrize(
+    "code,cause",
+    [(-11, "segfault"), (-6, "aborted"), (-9, "killed"), (-15, "killed")],
+)
+def test_a_scheduler_that_died_by_a_signal_is_told_by_its_exit_code(code, cause):
+    line = _DIED.format(rank=3, code=code)
+    r = classify_text(_HEAD + "[2026-10-30 12:00:02 TP3] Init parallel begin.\n" + line + "\n")
+    assert (r["state"], r["cause"]) == ("crashed", cause), r
+    assert r["decisive_line"] == line
+
+
+@pytest.mark.parametrize(
+    "lines,cause",
+    [
+        # 0.5.23 utils/watchdog.py:215-220 SubprocessWatchdog
+        (["[2026-10-30 12:09:00] Subprocess scheduler_TP3 (pid=99) crashed with exit code -11. Triggering SIGQUIT for cleanup..."], "segfault"),
+        (["[2026-10-30 12:09:00] Subprocess scheduler_TP3 (pid=99) crashed with exit code -6. Triggering SIGQUIT for cleanup..."], "aborted"),
+        # systemd's own lines in the unit's journal (src/core/service.c service_sigchld_event)
+        (["sglang.service: Main process exited, code=dumped, status=11/SEGV"], "segfault"),
+        (["sglang.service: Main process exited, code=dumped, status=6/ABRT"], "aborted"),
+        (["sglang.service: Main process exited, code=killed, status=9/KILL"], "killed"),
+        # the kernel's OOM killer chose the process: systemd says so (src/core/unit.c unit_check_oom,
+        # src/core/service.c "oom-kill" result), so the SIGKILL is host memory running out
+        (
+            [
+                "sglang.service: A process of this unit has been killed by the OOM killer.",
+                "sglang.service: Main process exited, code=killed, status=9/KILL",
+                "sglang.service: Failed with result 'oom-kill'.",
+            ],
+            "oom",
+        ),
+        (
+            [
+                "sglang.service: A process of this unit has been killed by the OOM killer.",
+                _DIED.format(rank=0, code=-9),
+            ],
+            "oom",
+        ),
+        # ... but only a SIGKILL: a segfault next to an OOM-killer line of another process stays a segfault
+        (
+            [
+                "sglang.service: A process of this unit has been killed by the OOM killer.",
+                _DIED.format(rank=0, code=-11),
+            ],
+            "segfault",
+        ),
+        # the shell's words for the signals
+        (["Segmentation fault (core dumped)"], "segfault"),
+        (["Aborted (core dumped)"], "aborted"),
+        (["Fatal Python error: Segmentation fault"], "segfault"),
+    ],
+)
+def test_signal_deaths_and_the_oom_killer(lines, cause):
+    r = classify_text(_HEAD + "\n".join(lines) + "\n")
+    assert (r["state"], r["cause"]) == ("crashed", cause), r
+    if cause == "oom":
+        assert "OOM killer" in r["decisive_line"]
+
+
+def test_the_soft_watchdog_keeps_serving_the_hard_one_is_a_crash():
+    # 0.5.23 utils/watchdog.py:147-160 (0.5.9 :145-158): the same report, then SIGQUIT to the parent unless soft;
+    # the scheduler's soft one is --soft-watchdog-timeout (0.5.23 managers/scheduler.py:1476-1480)
+    dump = (
+        "[2026-10-30 12:05:00 TP0] Scheduler debug info:\n"
+        "scheduler.cur_batch_for_debug.batch_size()=64\n"
+        "[2026-10-30 12:05:00 TP0] Pyspy failed (py-spy dump --native --pid 1234). Error: /bin/sh: 1: py-spy: not found\n"
+    )
+    soft = S23_READY + dump + (
+        "[2026-10-30 12:05:00 TP0] Scheduler watchdog timeout (self.watchdog_timeout=30.0, self.soft=True)\n"
+        "[2026-10-30 12:05:03 TP0] Decode batch, #running-req: 64, #token: 9000, token usage: 0.10, cuda graph: True, gen throughput (token/s): 900.00, #queue-req: 0\n"
+    )
+    c = SglangLogClassifier().feed(soft)
+    assert c.state == "ready"
+    r = c.finish().result()
+    assert (r["state"], r["cause"]) == ("ready", None)
+    assert r["timeline"]["events"]["soft_watchdog"] == 300.0
+    # the soft report as the last thing in the log is still no crash
+    assert classify_text(soft.rsplit("[2026-10-30 12:05:03", 1)[0])["state"] == "ready"
+    hard = S23_READY + dump + "[2026-10-30 12:05:00 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300.0, self.soft=False)\n"
+    c = SglangLogClassifier().feed(hard)
+    assert c.state == "crashed"  # decisive with the line: the parent is SIGQUIT next
+    r = c.result()
+    assert (r["cause"], r["phase"], r["after_ready"]) == ("other", "serving", True)
+    assert "self.soft=False" in r["decisive_line"]
+
+
+def test_the_0_5_23_init_lines_open_the_init_phase_and_time_the_distributed_init():
+    # 0.5.23 entrypoints/engine.py:311 server_args={...}; distributed/bootstrap.py:115/190 Init parallel begin / ends
+    text = (
+        "[2026-10-30 12:00:00] server_args={'model_path': 'zai-org/GLM-5', 'tp_size': 8, 'moe_runner_backend': 'auto'}\n"
+        "[2026-10-30 12:00:05 TP0] Init parallel begin.\n"
+        "[2026-10-30 12:00:05 TP1] Init parallel begin.\n"
+        "[2026-10-30 12:00:31 TP1] Init parallel ends. elapsed=26.00 s\n"
+        "[2026-10-30 12:00:32 TP0] Init parallel ends. elapsed=27.00 s\n"
+        "[2026-10-30 12:00:33 TP0] Load weight begin. avail mem=94.00 GB\n"
+    )
+    r = classify_text(text)
+    assert (r["state"], r["phase"]) == ("starting", "load_weights")
+    tl = r["timeline"]
+    assert tl["init"] == {"at": 0.0, "duration": 33.0, "distributed_duration": 27.0}
+    assert tl["events"]["distributed_init_begin"] == 5.0 and tl["events"]["distributed_init_end"] == 32.0
+    # an excerpt that starts at the init line is in the init phase from it, and a crash there is an init crash
+    r = classify_text(text.splitlines(keepends=True)[1] + _DIED.format(rank=0, code=-9) + "\n")
+    assert (r["state"], r["cause"], r["phase"]) == ("crashed", "killed", "init")
+
+
+def test_a_graph_replay_failing_in_an_excerpt_is_serving_not_capture():
+    # a CUDA graph is replayed only for a forward batch (0.5.9 model_executor/model_runner.py:2325-2330 ->
+    # piecewise_cuda_graph_runner.py:689 replay): an excerpt holding only the traceback's tail says serving
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/model_executor/model_runner.py", line 2330, in _forward_raw\n'
+        "    self.piecewise_cuda_graph_runner.replay(forward_batch, **kwargs),\n"
+        '  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/model_executor/piecewise_cuda_graph_runner.py", line 720, in replay\n'
+        "    output = self.model_runner.model.forward(\n"
+        "torch.AcceleratorError: CUDA error: an illegal memory access was encountered\n"
+    )
+    r = classify_text(text)
+    assert (r["state"], r["cause"], r["phase"], r["after_ready"]) == ("crashed", "other", "serving", True)
+    # 0.5.23's graph runners (model_executor/runner/decode_cuda_graph_runner.py:1981 execute)
+    s23 = text.replace(
+        "piecewise_cuda_graph_runner.py\", line 720, in replay",
+        "runner/decode_cuda_graph_runner.py\", line 1993, in execute",
+    )
+    assert "in execute" in s23
+    assert classify_text(s23)["phase"] == "serving"
+    # ... while a capture failure in the same runner is the cuda_graph phase
+    capture = (
+        "Traceback (most recent call last):\n"
+        '  File "/x/sglang/srt/model_executor/piecewise_cuda_graph_runner.py", line 281, in __init__\n'
+        "    raise Exception(\n"
+        "Exception: Capture cuda graph failed: CUDA error: an illegal memory access was encountered\n"
+    )
+    assert classify_text(capture)["phase"] == "cuda_graph"
+
+
+@pytest.mark.parametrize(
+    "line,cause",
+    [
+        # torch's NCCL watchdog: a collective past its timeout is NCCL's; a CUDA error it caught is the kernel's
+        ("[rank0]:[E626 06:24:44.903881913 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=808, OpType=ALLREDUCE, NumelIn=9801523, NumelOut=9801523, Timeout(ms)=600000) ran for 600020 milliseconds before timing out.", "nccl"),
+        ("[rank1]:[E519 05:58:22.475481966 ProcessGroupNCCL.cpp:1595] [PG ID 2 PG GUID 3 Rank 1] Process group watchdog thread terminated with exception: CUDA error: an illegal memory access was encountered", "other"),
+        ("[rank1]:[E519 05:58:22.475481966 ProcessGroupNCCL.cpp:1595] [PG ID 2 PG GUID 3 Rank 1] Process group watchdog thread terminated with exception: CUDA error: out of memory", "oom"),
+        # sglang's port checks: 0.5.23 utils/network.py:101-104, server_args.py:884-887
+        ("ValueError: nccl_port at 30005 is not available in 30 seconds. nccl_port is used by a process already. process.name()='python3'", "port_in_use"),
+        ("[2026-10-30 12:00:01] Port is already in use. dist_init_port=None port_base=30000 detokenizer_port=30001 nccl_port=30005 scheduler_input_port=30003", "port_in_use"),
+    ],
+)
+def test_watchdog_and_port_reports(line, cause):
+    r = classify_text(_HEAD + line + "\n")
+    assert (r["state"], r["cause"]) == ("crashed", cause), r
+
+
+def test_get_open_ports_retry_is_no_crash():
+    # 0.5.23 utils/network.py:33 / 0.5.9 utils/common.py:2593: an info line, the next port is tried
+    assert classify_text(_HEAD + "[2026-10-30 12:00:01] Port 30000 is already in use, trying port 30001\n")["state"] == "starting"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # flashinfer 0.7.2 utils.py:1560-1566 (0.6.3 :1150-1155), the backend_requirement decorator
+        "flashinfer.utils.BackendSupportedError: mm_fp4 does not support backend 'trtllm' with capability 120",
+        # flashinfer 0.7.2 utils.py:1577-1585 (0.6.3 :1162-1165)
+        "flashinfer.utils.BackendSupportedError: trtllm_fp4_block_scale_moe does not support compute capability 120; supported compute capabilities: [100, 103]",
+        # flashinfer 0.7.2 utils.py:1556-1558 (0.6.3 :1145-1147)
+        "flashinfer.utils.BackendSupportedError: No suitable auto backends found for mm_fp4",
+        # flashinfer 0.7.2 gemm/gemm_base.py:2901 (0.6.3 :1032)
+        "ValueError: Unsupported SM major version: 12",
+        # flashinfer 0.7.2 msa_ops/_blackwell_sm100.py:144-146
+        "RuntimeError: the SM100/SM103 MSA backend requires compute capability 10.0 or 10.3; got 12.0",
+    ],
+)
+def test_flashinfer_capability_checks_are_unsupported_arch(line):
+    r = classify_text(_HEAD + line + "\n")
+    assert (r["state"], r["cause"]) == ("crashed", "unsupported_arch")
+
+
+def test_the_diffusion_servers_month_day_header_is_a_header():
+    # 0.5.23 multimodal_gen/runtime/utils/logging_utils.py:457-461: datefmt "%m-%d %H:%M:%S"
+    r = classify_text((FIXTURES / "crash_diffusion_month_day_header_exit_code_killed.log").read_text())
+    assert r["timeline"]["init"]["at"] == 0.0 and r["decisive_line"] == "Exit code: -9"
+    c = SglangLogClassifier().feed("[02-29 23:59:58 TP1] Load weight begin. avail mem=40.00 GB\n")
+    c.feed("[03-01 00:00:08 TP1] Load weight end. type=FluxPipeline, avail mem=20.00 GB\n")
+    assert c.result()["timeline"]["load_weights"]["duration"] == 10.0
+
+
+def test_torchs_heartbeat_monitor_ends_the_log_as_an_nccl_crash():
+    # torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp heartbeatMonitor (torch 2.3+): the lines as torch logs them
+    text = _HEAD + (
+        "[rank25]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 25] Heartbeat monitor timed out! Process will be terminated after dumping debug info. workMetaList_.size()=2\n"
+        "[rank25]:[E ProcessGroupNCCL.cpp:1153] [PG 0 Rank 25] ProcessGroupNCCL preparing to dump debug info.\n"
+    )
+    c = SglangLogClassifier().feed(text)
+    assert c.state == "crashed" and c.result()["cause"] == "nccl"
+
+
+@pytest.mark.parametrize("name", ["port_in_use_uvicorn.log", "nccl_unhandled_system_error.log", "oom_kv_pool_compose.log"])
+def test_a_log_inside_docker_json_records_reads_like_the_log(name):
+    # docker's json-file driver: {"log":"<line>\n","stream":"stdout","time":"..."} per line, the line JSON-escaped
+    import json
+
+    text = (FIXTURES / name).read_text(encoding="utf-8")
+    wrapped = "\n".join(
+        json.dumps({"log": line + "\n", "stream": "stderr", "time": "2025-01-01T00:00:00.000000000Z"},
+                   separators=(",", ":"))
+        for line in text.splitlines()
+    ) + "\n"
+    assert classify_text(wrapped) == classify_text(text)
+
+
+def test_a_soft_watchdog_reporting_a_stuck_startup_is_no_progress():
+    # --soft-watchdog-timeout 30 during a capture that hangs: the report repeats (utils/watchdog.py loops in
+    # _watchdog_thread), but a stuck server is still stuck: the stall predicate must fire
+    c = SglangLogClassifier()
+    c.feed("[2026-10-30 12:00:47 TP0] Capture cuda graph begin. This can take up to several minutes.\n", t=0.0)
+    for i in range(1, 6):
+        c.feed("[2026-10-30 12:01:17 TP0] Scheduler debug info:\n", t=30.0 * i)
+        c.feed("symmetric-memory registration in progress: capture bs=64\n", t=30.0 * i)
+        c.feed("[2026-10-30 12:01:17 TP0] Pyspy failed (py-spy dump --native --pid 7). Error: /bin/sh: 1: py-spy: not found\n", t=30.0 * i)
+        c.feed("[2026-10-30 12:01:17 TP0] Scheduler watchdog timeout (self.watchdog_timeout=30.0, self.soft=True)\n", t=30.0 * i)
+    assert c.state == "starting"
+    assert c.stalled(150.0, 120)
+    # real output after the report is progress again
+    c.feed("Capturing batches (bs=64 avail_mem=10.90 GB):  50%|#####     | 4/8 [00:02<00:02,  2.00it/s]\r", t=151.0)
+    assert not c.stalled(160.0, 120)
