@@ -30,6 +30,7 @@ _PRIMARY = re.compile(
     r"|(issues|pull)/\d+)$"  # an issue or pull request
     r"|^https://github\.com/[^/\s]+/[^/\s#]+#[\w-]+$"  # a section of a repository's README
     r"|^https://docs\.nvidia\.com/\S+$"
+    r"|^https://huggingface\.co/[^/\s]+/[^/\s]+/blob/[\w.-]+/config\.json$"  # a model's own config.json
 )
 MATCH_KEYS = frozenset(
     {
@@ -55,9 +56,16 @@ MATCH_KEYS = frozenset(
         "value",
         "value_above",
         "value_at_most",
+        "flag_in",
+        "env_not_false",
+        "env_false",
+        "model_dsa",
+        "arch_in",
+        "driver_below",
     }
 )
 SAY_KEYS = frozenset({"id", "status", "stage", "runs", "reason", "error", "cite", "replacement", "resolves_to"})
+_FALSE = ("0", "false", "no", "n")  # sglang's EnvBool reads these as false (srt/environ.py EnvBool.parse)
 
 
 class KBError(ValueError):
@@ -111,7 +119,7 @@ def kb_problems(kb):
             )
     if not isinstance(kb.get("rules"), list):
         problems.append("no `rules` list")
-    for section in ("auto_resolution", "rules", "flags"):
+    for section in ("auto_resolution", "rules", "flags", "launch"):
         for i, rule in enumerate(kb.get(section) or []):
             where = "%s[%d] %s" % (section, i, (rule or {}).get("id", "") if isinstance(rule, dict) else "")
             if not isinstance(rule, dict):
@@ -147,7 +155,28 @@ def kb_problems(kb):
                     problems.append("%s: an unsupported rule needs stage: one of %s" % (where, ", ".join(STAGES)))
                 if not rule.get("error"):
                     problems.append("%s: an unsupported rule needs the error the launch hits" % where)
+    for i, model in enumerate(kb.get("models") or []):
+        if not isinstance(model, dict) or not model.get("id") or not model.get("architecture"):
+            problems.append("models[%d]: needs id and architecture" % i)
+            continue
+        if set(model) - {"id", "architecture", "index_topk", "cite"}:
+            problems.append("models[%d] %s: unknown key(s) %s" % (i, model["id"], ", ".join(sorted(
+                set(model) - {"id", "architecture", "index_topk", "cite"}))))
+        cites = model.get("cite")
+        if not cites or not isinstance(cites, list) or any(c not in sources for c in cites):
+            problems.append("models[%d] %s: needs cite: [source keys] (its config.json)" % (i, model["id"]))
     return problems
+
+
+def known_model(kb, model_id):
+    """The models table's entry for a model id (``org/name``; a local path ending in it matches too), or None."""
+    text = str(model_id or "").strip().rstrip("/")
+    if not text:
+        return None
+    for model in kb.get("models") or []:
+        if text == model["id"] or text.endswith("/" + model["id"]) or text.lower() == model["id"].lower():
+            return model
+    return None
 
 
 def parse_version(text):
@@ -217,6 +246,10 @@ def _truthy_env(env, name):
     return str(env.get(name, "")).strip().lower() in _TRUE
 
 
+def _false_env(env, name):
+    return str(env.get(name, "")).strip().lower() in _FALSE
+
+
 def _flag_number(value):
     try:
         return float(value)
@@ -245,6 +278,28 @@ def _matches(rule, ctx):
             return False
     if "flags_absent" in rule and any(ctx["flags"].get(f) not in (None, False) for f in rule["flags_absent"]):
         return False
+    for name, values in (rule.get("flag_in") or {}).items():
+        given = ctx["flags"].get(name)
+        given = None if given is False else given
+        if not any((v is None and given is None) or (v is not None and str(given) == str(v)) for v in values):
+            return False
+    if "env_not_false" in rule and _false_env(ctx["environment"], rule["env_not_false"]):
+        return False
+    if "env_false" in rule and not _false_env(ctx["environment"], rule["env_false"]):
+        return False
+    model = ctx.get("model") or {}
+    if "model_dsa" in rule or "arch_in" in rule:
+        if not model.get("architecture"):
+            return False  # an optional fact: evaluate() warns when the rule would have applied (_unchecked)
+        if "model_dsa" in rule and is_dsa(model, ctx["version"]) != bool(rule["model_dsa"]):
+            return False
+        if "arch_in" in rule and model["architecture"] not in rule["arch_in"]:
+            return False
+    if "driver_below" in rule:
+        if ctx.get("driver") is None:
+            return False  # optional fact, as above
+        if not ctx["driver"] < parse_version(rule["driver_below"]):
+            return False
     sm = ctx["sm"]
     for key in ("sm_in", "sm_not_in", "sm_below"):
         if key in rule and sm is None:
@@ -299,6 +354,7 @@ def _fill(text, ctx):
         "quantization": "None" if quant == "none" else quant,
         "sm": ctx["sm"] if ctx["sm"] is not None else "?",
         "value": ctx.get("flag_value", "?"),
+        "driver_cuda": ctx.get("driver_cuda") or "?",
     }
     return re.sub(r"\{(\w+)\}", lambda m: str(values.get(m.group(1), m.group(0))), text)
 
@@ -326,6 +382,84 @@ def _normalise_flags(flags):
     return out
 
 
+def _canonical_flags(flags, version):
+    """The point's flags keyed by every option string of the option each name resolves to (argparse prefix
+    matching included, as the version's real parser resolves it), so a rule naming ``--ep-size`` matches ``ep``
+    and ``expert-parallel-size`` alike. Names the schema cannot resolve stay as given (the schema check refuses
+    them separately)."""
+    if version is None or str(version) not in sglang_flags.list_versions():
+        return flags
+    schema = sglang_flags.load_schema(str(version))
+    out = dict(flags)
+    for name, value in flags.items():
+        try:
+            found = sglang_flags.resolve_option(schema, name)
+        except sglang_flags.SchemaError:
+            continue
+        if found:
+            for option in found[0]["option_strings"]:
+                out.setdefault(option, value)
+    return out
+
+
+# The architectures sglang gives DeepSeek Sparse Attention (DSA) handling, when the model's config.json also
+# carries index_topk: 0.5.9 is_deepseek_nsa (srt/configs/model_config.py:54-67), 0.5.23 is_deepseek_dsa
+# (srt/configs/model_config.py:191-211).
+_DSA_059 = (
+    "DeepseekV3ForCausalLM",
+    "DeepseekV32ForCausalLM",
+    "DeepseekV3ForCausalLMNextN",
+    "MistralLarge3ForCausalLM",
+    "PixtralForConditionalGeneration",
+    "GlmMoeDsaForCausalLM",
+)
+DSA_ARCHITECTURES = {
+    "0.5.9": _DSA_059,
+    "0.5.23": _DSA_059
+    + (
+        "GlmMoeDsaForCausalLMNextN",
+        "Glm5NextForConditionalGenerationNextN",
+        "Glm5NextForConditionalGeneration",
+        "LongcatFlashForCausalLM",
+        "LongcatFlashForCausalLMNextN",
+        "Dots3NoteForCausalLM",
+        "Dots3NoteForCausalLMNextN",
+        "HYV4ForCausalLM",
+        "HYV4ForCausalLMNextN",
+    ),
+}
+
+
+def model_facts(model):
+    """``{architecture, index_topk}`` (index_topk: whether the config has one) from a model description: a
+    parsed config.json (``architectures``, ``index_topk``) or an already reduced ``{architecture, index_topk}``;
+    ``{}`` when unknown."""
+    if not isinstance(model, dict) or not model:
+        return {}
+    if "architecture" in model:
+        return {"architecture": str(model["architecture"]), "index_topk": bool(model.get("index_topk"))}
+    archs = model.get("architectures")
+    if not isinstance(archs, list) or not archs or not archs[0]:
+        return {}
+    return {"architecture": str(archs[0]), "index_topk": model.get("index_topk") is not None}
+
+
+def _point_model(kb, model):
+    """A point's ``model``: a config.json dict, a reduced ``{architecture, index_topk}``, or a model id / path
+    the models table knows."""
+    if isinstance(model, str):
+        known = known_model(kb, model)
+        return model_facts(known) if known else {}
+    return model_facts(model)
+
+
+def is_dsa(model, version):
+    """Whether sglang ``version`` runs the model with DSA (None: the model or the version is unknown)."""
+    if not model.get("architecture") or str(version) not in DSA_ARCHITECTURES:
+        return None
+    return bool(model.get("index_topk")) and model["architecture"] in DSA_ARCHITECTURES[str(version)]
+
+
 def _toolkit_release(point, facts):
     if point.get("cuda_version"):
         return point["cuda_version"]
@@ -345,6 +479,7 @@ def _context(point, facts, kb, backend):
     except (TypeError, ValueError):
         ep_size = 1
     env = point.get("environment") or {}
+    flags = _canonical_flags(flags, point.get("sglang_version"))
     return {
         "backend": backend,
         "quant": quant,
@@ -353,10 +488,22 @@ def _context(point, facts, kb, backend):
         "environment": env if isinstance(env, dict) else {},
         "sm": sm_number(sm),
         "sglang": parse_version(point.get("sglang_version")),
+        "version": point.get("sglang_version"),
         "cuda": parse_version(_toolkit_release(point, facts)),
         "a2a": str(flags.get("--moe-a2a-backend", point.get("moe_a2a_backend") or "none")),
         "ep_size": ep_size,
+        "model": _point_model(kb, point.get("model")),
+        "driver": parse_version(point.get("driver_version") or facts.get("driver_version")),
+        "driver_cuda": _cuda_int(facts.get("driver_cuda_version")),
     }
+
+
+def _cuda_int(release):
+    """``'12.8'`` -> ``'12080'``: how cudaDriverGetVersion reports it (torch prints that number)."""
+    version = parse_version(release)
+    if not version or len(version) < 2:
+        return None
+    return str(version[0] * 1000 + version[1] * 10)
 
 
 def resolve_auto(kb, ctx):
@@ -394,7 +541,13 @@ def _decisive(findings):
     failing = [f for f in findings if f["status"] == "unsupported"]
     if not failing:
         return None
-    return min(failing, key=lambda f: STAGES.index(f["stage"]) if f.get("stage") in STAGES else len(STAGES))
+    return min(
+        failing,
+        key=lambda f: (
+            STAGES.index(f["stage"]) if f.get("stage") in STAGES else len(STAGES),
+            f["kind"] != "input",  # argparse refuses the command line before anything else runs
+        ),
+    )
 
 
 def _backend_status(kb, ctx):
@@ -506,7 +659,8 @@ def evaluate(point, facts, kb, flag_errors=None):
     """Verdict for one sweep point.
 
     point: {backend, quantization, sglang_version, cuda_version?, flags: {name: value}, environment?:
-    {VAR: value} (the unit's environment), sm?}
+    {VAR: value} (the unit's environment), sm?, model?: the model's config.json (a dict), a reduced
+    {architecture, index_topk} or a model id of the KB's `models`, driver_version?: e.g. "570.133.20"}
     facts: the gpu_facts dict (``ansible_facts.moesweep_gpu``) or {} (then ``point['sm']`` is used)
     flag_errors: errors from the version's flag schema (sglang_flags.validate_flags), if available.
     Returns {status, backend, effective_backend, sm, quantization, sglang_version, error, stage, reasons,
@@ -589,6 +743,20 @@ def evaluate(point, facts, kb, flag_errors=None):
             if rule.get("replacement"):
                 f["replacement"] = rule["replacement"]
             findings.append(f)
+    launch_findings = []
+    for rule in kb.get("launch") or []:
+        m = _matches(rule, dict(ctx, backend=effective))
+        if m:
+            launch_findings.append(_finding(rule, "launch", kb, ctx))
+        elif m is None and rule.get("status") == "unsupported":
+            f = _finding(rule, "launch", kb, ctx)
+            f["status"] = "unknown"
+            f["reason"] = "needs a fact that is missing (SM, sglang or CUDA version): " + (f["reason"] or "")
+            launch_findings.append(f)
+    # a dense layer or the attention of a layer fails before its MoE in the same stage: launch findings first
+    at = sum(1 for f in findings if f["kind"] == "input")
+    findings[at:at] = launch_findings
+    verdict["warnings"].extend(_unchecked(kb, dict(ctx, backend=effective)))
     for err in flag_errors or []:
         findings.append(
             _input_finding(
@@ -616,6 +784,28 @@ def evaluate(point, facts, kb, flag_errors=None):
     if worst in ("unsupported", "unknown"):
         verdict["alternatives"] = alternatives(point, facts, kb, exclude=backend)
     return verdict
+
+
+def _unchecked(kb, ctx):
+    """Warnings for launch rules that need an optional fact the point lacks (the model, the driver) and would
+    refuse or caveat the launch if that fact were as they name it."""
+    out = []
+    for rule in kb.get("launch") or []:
+        missing = []
+        probe = dict(ctx)
+        if ("model_dsa" in rule or "arch_in" in rule) and not (ctx.get("model") or {}).get("architecture"):
+            missing.append("the model's architecture (--model-config FILE, a known --model id, or the model's "
+                           "config.json on the host)")
+            version = str(ctx.get("version"))
+            arch = (rule.get("arch_in") or list(DSA_ARCHITECTURES.get(version) or ["?"]))[0]
+            probe["model"] = {"architecture": arch, "index_topk": bool(rule.get("model_dsa", True))}
+        if "driver_below" in rule and ctx.get("driver") is None:
+            missing.append("the NVIDIA driver version (gpu_facts driver_version, --driver or an nvidia-smi output)")
+            probe["driver"] = (0,)
+        if missing and rule.get("status") in ("unsupported", "caveat") and _matches(rule, probe):
+            out.append("not checked, for lack of %s: %s (%s)" % (" and ".join(missing), rule["id"], _fill(
+                rule.get("reason"), ctx)))
+    return out
 
 
 def alternatives(point, facts, kb, exclude=None):

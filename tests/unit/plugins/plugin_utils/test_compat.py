@@ -117,8 +117,12 @@ def test_unsupported_rules_name_stage_and_error():
 def test_citations_are_public_primary_sources_and_no_internal_keys_reach_users():
     for key, url in KB["sources"].items():
         assert url.startswith("https://"), key
-        assert re.match(r"^https://github\.com/[^/]+/[^/]+/(blob/(v\d|[0-9a-f]{40})|issues/|pull/)", url) or re.match(
-            r"^https://(github\.com/[^/]+/[^/#]+#|docs\.nvidia\.com/)", url
+        assert (
+            re.match(r"^https://github\.com/[^/]+/[^/]+/(blob/(v\d|[0-9a-f]{40})|issues/|pull/)", url)
+            or re.match(r"^https://(github\.com/[^/]+/[^/#]+#|docs\.nvidia\.com/)", url)
+            # a model's own config.json (the primary source of its architecture), for the models table only
+            or (key.startswith("hf.") and re.match(r"^https://huggingface\.co/[^/]+/[^/]+/blob/[^/]+/config\.json$",
+                                                   url))
         ), (key, url)
     # citations users cannot open: the old internal abbreviations, pointers to a notes file outside the repo
     # ("facts" + section sign), a machine's own paths (written in pieces: this file is searched for them too)
@@ -236,7 +240,10 @@ def test_h200_without_cuda_toolkit_warns_for_jit_backends_only():
 
 def test_triton_on_sm121_with_059_needs_a_newer_ptxas():
     sm121 = {"sm": "sm121", "cuda_toolkit": {"release": "12.9"}}
-    v = ev("triton", quant="fp8", version="0.5.9", facts=sm121)
+    # dense block-FP8 GEMMs on Triton too (under the default auto they die in DeepGEMM first: see
+    # test_059_block_fp8_on_sm12x_needs_a_dense_gemm_backend)
+    triton_gemm = {"fp8-gemm-backend": "triton"}
+    v = ev("triton", quant="fp8", version="0.5.9", facts=sm121, **triton_gemm)
     assert v["status"] == "unsupported" and "sm_121a" in v["error"]
     assert (
         ev(
@@ -245,6 +252,7 @@ def test_triton_on_sm121_with_059_needs_a_newer_ptxas():
             version="0.5.9",
             facts=sm121,
             env={"TRITON_PTXAS_PATH": "/usr/local/cuda-12.9/bin/ptxas"},
+            **triton_gemm,
         )["status"]
         == "supported"
     )
