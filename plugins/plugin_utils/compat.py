@@ -160,8 +160,10 @@ def kb_problems(kb):
             problems.append("models[%d]: needs id and architecture" % i)
             continue
         if set(model) - {"id", "architecture", "index_topk", "cite"}:
-            problems.append("models[%d] %s: unknown key(s) %s" % (i, model["id"], ", ".join(sorted(
-                set(model) - {"id", "architecture", "index_topk", "cite"}))))
+            problems.append(
+                "models[%d] %s: unknown key(s) %s"
+                % (i, model["id"], ", ".join(sorted(set(model) - {"id", "architecture", "index_topk", "cite"})))
+            )
         cites = model.get("cite")
         if not cites or not isinstance(cites, list) or any(c not in sources for c in cites):
             problems.append("models[%d] %s: needs cite: [source keys] (its config.json)" % (i, model["id"]))
@@ -794,8 +796,10 @@ def _unchecked(kb, ctx):
         missing = []
         probe = dict(ctx)
         if ("model_dsa" in rule or "arch_in" in rule) and not (ctx.get("model") or {}).get("architecture"):
-            missing.append("the model's architecture (--model-config FILE, a known --model id, or the model's "
-                           "config.json on the host)")
+            missing.append(
+                "the model's architecture (--model-config FILE, a known --model id, or the model's "
+                "config.json on the host)"
+            )
             version = str(ctx.get("version"))
             arch = (rule.get("arch_in") or list(DSA_ARCHITECTURES.get(version) or ["?"]))[0]
             probe["model"] = {"architecture": arch, "index_topk": bool(rule.get("model_dsa", True))}
@@ -803,8 +807,10 @@ def _unchecked(kb, ctx):
             missing.append("the NVIDIA driver version (gpu_facts driver_version, --driver or an nvidia-smi output)")
             probe["driver"] = (0,)
         if missing and rule.get("status") in ("unsupported", "caveat") and _matches(rule, probe):
-            out.append("not checked, for lack of %s: %s (%s)" % (" and ".join(missing), rule["id"], _fill(
-                rule.get("reason"), ctx)))
+            out.append(
+                "not checked, for lack of %s: %s (%s)"
+                % (" and ".join(missing), rule["id"], _fill(rule.get("reason"), ctx))
+            )
     return out
 
 

@@ -121,8 +121,10 @@ def test_citations_are_public_primary_sources_and_no_internal_keys_reach_users()
             re.match(r"^https://github\.com/[^/]+/[^/]+/(blob/(v\d|[0-9a-f]{40})|issues/|pull/)", url)
             or re.match(r"^https://(github\.com/[^/]+/[^/#]+#|docs\.nvidia\.com/)", url)
             # a model's own config.json (the primary source of its architecture), for the models table only
-            or (key.startswith("hf.") and re.match(r"^https://huggingface\.co/[^/]+/[^/]+/blob/[^/]+/config\.json$",
-                                                   url))
+            or (
+                key.startswith("hf.")
+                and re.match(r"^https://huggingface\.co/[^/]+/[^/]+/blob/[^/]+/config\.json$", url)
+            )
         ), (key, url)
     # citations users cannot open: the old internal abbreviations, pointers to a notes file outside the repo
     # ("facts" + section sign), a machine's own paths (written in pieces: this file is searched for them too)
