@@ -356,7 +356,7 @@ def _fill(text, ctx):
         "quantization": "None" if quant == "none" else quant,
         "sm": ctx["sm"] if ctx["sm"] is not None else "?",
         "value": ctx.get("flag_value", "?"),
-        "driver_cuda": ctx.get("driver_cuda") or "?",
+        "driver_cuda": ctx.get("driver_cuda") or "<the driver's CUDA version, e.g. 12080 for R570>",
     }
     return re.sub(r"\{(\w+)\}", lambda m: str(values.get(m.group(1), m.group(0))), text)
 
@@ -666,8 +666,9 @@ def evaluate(point, facts, kb, flag_errors=None):
     facts: the gpu_facts dict (``ansible_facts.moesweep_gpu``) or {} (then ``point['sm']`` is used)
     flag_errors: errors from the version's flag schema (sglang_flags.validate_flags), if available.
     Returns {status, backend, effective_backend, sm, quantization, sglang_version, error, stage, reasons,
-    citations, alternatives, warnings, advice}: ``error``/``stage`` are those of the failure the launch
-    would reach first (None unless unsupported).
+    citations, alternatives, warnings, advice, decided_by}: ``error``/``stage`` are those of the failure the
+    launch would reach first (None unless unsupported), ``decided_by`` its kind (``launch`` when the failure is
+    not the MoE runner's, so no other backend is offered).
     """
     facts = facts or {}
     backend = point.get("backend")
@@ -686,6 +687,7 @@ def evaluate(point, facts, kb, flag_errors=None):
         "alternatives": [],
         "warnings": [],
         "advice": advise(facts, kb),
+        "decided_by": None,
     }
 
     def refuse(finding):
@@ -783,7 +785,8 @@ def evaluate(point, facts, kb, flag_errors=None):
                 verdict["citations"].append(url)
         if f["status"] == "caveat":
             verdict["warnings"].append("%s: %s" % (f["rule"], f["reason"]))
-    if worst in ("unsupported", "unknown"):
+    verdict["decided_by"] = decisive["kind"] if decisive else None
+    if worst in ("unsupported", "unknown") and verdict["decided_by"] != "launch":
         verdict["alternatives"] = alternatives(point, facts, kb, exclude=backend)
     return verdict
 
@@ -866,5 +869,11 @@ def format_refusal(verdict):
         + (" (caveat)" if a["status"] == "caveat" else "")
         for a in verdict["alternatives"]
     ]
-    lines.append("compatible alternatives: %s" % (", ".join(alts) if alts else "none known"))
+    if verdict.get("decided_by") == "launch":
+        lines.append(
+            "compatible alternatives: another --moe-runner-backend does not avoid this failure (it is not the "
+            "MoE runner's); apply the fix above"
+        )
+    else:
+        lines.append("compatible alternatives: %s" % (", ".join(alts) if alts else "none known"))
     return "\n".join(lines)

@@ -99,3 +99,27 @@ def test_public_bind_without_a_key_is_a_warning():
     result, failed = preflight.run_preflight({"backend": "triton", "sglang_version": "0.5.9",
                                               "flags": {"model-path": "m", "host": "0.0.0.0", "port": 8000}})
     assert not failed and any("all interfaces" in w for w in result["preflight_warnings"])
+
+
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.23"])
+def test_abbreviations_are_planned_under_the_option_they_stand_for(version):
+    # `--tp 8` as the reference launch line types it: both real parsers accept it (argparse prefix matching,
+    # schema probe tp_abbrev exit 0); the unit and the plan carry --tp-size
+    flags = {k: v for k, v in FLAGS.items() if k != "tp-size"}
+    p = plan(sglang_version=version, flags=dict(flags, tp=8), extra_flags={"mem-frac": 0.9})
+    assert p["flag_errors"] == [] and p["flags"]["tp-size"] == 8 and "tp" not in p["flags"]
+    assert p["flags"]["mem-fraction-static"] == 0.9
+    assert "--tp-size" in p["argv"] and "--tp" not in p["argv"]
+    # an extra flag overrides a common one whatever spelling either uses
+    assert plan(sglang_version=version, extra_flags={"tp": 4})["flags"]["tp-size"] == 4
+    # an abbreviated backend flag is the backend flag: it may not contradict the point's name
+    with pytest.raises(launch.LaunchError, match="would run --moe-runner-backend triton"):
+        plan(sglang_version=version, backend="flashinfer_cutedsl", extra_flags={"moe-runner": "triton"})
+
+
+def test_ambiguous_abbreviation_is_refused_like_the_real_parser():
+    p = plan(sglang_version="0.5.23", extra_flags={"cuda-graph-max-bs": 64})
+    assert p["flag_errors"] == [
+        "ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill"]
+    with pytest.raises(launch.LaunchError, match="sglang_server_api_key"):
+        plan(extra_flags={"api-k": "s3cret"})
