@@ -16,6 +16,7 @@ ARGUMENT_SPEC = dict(
     point=dict(type="str"),
     quantization=dict(type="str"),
     flags=dict(type="dict", default={}),
+    version_flags=dict(type="dict", default={}),
     backends=dict(type="dict", default={}),
     extra_flags=dict(type="dict", default={}),
     sglang_version=dict(type="str"),

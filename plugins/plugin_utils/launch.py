@@ -156,6 +156,28 @@ def shell_join(argv):
     return " ".join(w if w == API_KEY_PLACEHOLDER else shlex.quote(str(w)) for w in argv)
 
 
+def version_flags(by_version, version):
+    """The flags of one sglang version (``sglang_server_version_flags``): merged over the common flags, before the
+    backend's overlay, so one role default can launch every pinned version (0.5.23 renamed --nsa-*-backend to
+    --dsa-*-backend and split --cuda-graph-max-bs, which its parser refuses as an ambiguous prefix)."""
+    if by_version in (None, ""):
+        return {}
+    if not isinstance(by_version, dict):
+        raise LaunchError("sglang_server_version_flags must map an sglang version to a flag mapping, got %s"
+                          % type(by_version).__name__)
+    known = sglang_flags.list_versions()
+    stray = sorted(str(v) for v in by_version if str(v) not in known)
+    if stray:
+        raise LaunchError("sglang_server_version_flags names sglang %s, which moesweep has no flag schema for (it "
+                          "knows %s); quote the version (\"0.5.9\"), or drop that entry"
+                          % (", ".join(stray), ", ".join(known)))
+    chosen = {str(k): v for k, v in by_version.items()}.get(str(version)) or {}
+    if not isinstance(chosen, dict):
+        raise LaunchError("sglang_server_version_flags[%r] must be a flag mapping, got %s"
+                          % (str(version), type(chosen).__name__))
+    return chosen
+
+
 def _canonical(schema, flags):
     """A flag dict with each abbreviation written as the option it stands for (sglang_flags.canonical_flags): the
     unit carries ``--tp-size`` for ``tp``, and a later sglang that adds another ``--tp...`` option cannot make the
@@ -181,8 +203,9 @@ def _canonical_overlays(schema, overlays):
 
 
 def plan(inputs):
-    """Plan one launch. ``inputs``: backend, flags, backends, extra_flags, quantization, sglang_version,
-    provenance, command, venv, environment (public), secret_environment_keys, api_key_set, home, cuda_home, and
+    """Plan one launch. ``inputs``: backend, flags, version_flags, backends, extra_flags, quantization,
+    sglang_version, provenance, command, venv, environment (public), secret_environment_keys, api_key_set, home,
+    cuda_home, and
     ``nodes``: this rank's node plan (``nodes.plan_nodes``) when the server spreads over a node group.
 
     Returns {sglang_version, backend, point, flags, flag_errors, argv, command_line, exec_lines, port, host,
@@ -193,6 +216,7 @@ def plan(inputs):
     version = resolve_version(inputs.get("sglang_version"), provenance)
     schema = schema_for(version)
     flags = _canonical(schema, dict(inputs.get("flags") or {}))
+    flags.update(_canonical(schema, version_flags(inputs.get("version_flags"), version)))
     quant = inputs.get("quantization")
     if quant is not None:
         given = flags.get(QUANT_FLAG)

@@ -4,7 +4,9 @@ environment rendered with secrets left out, and variables that contradict a poin
 from __future__ import annotations
 
 import pytest
-from ansible_collections.moesweep.sweep.plugins.plugin_utils import launch
+import yaml
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import compat, launch
+from helpers.paths import REPO
 
 OVERLAYS = {
     "flashinfer_cutlass": {"flags": {"moe-runner-backend": "flashinfer_cutlass"}},
@@ -123,3 +125,36 @@ def test_ambiguous_abbreviation_is_refused_like_the_real_parser():
         "ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill"]
     with pytest.raises(launch.LaunchError, match="sglang_server_api_key"):
         plan(extra_flags={"api-k": "s3cret"})
+
+
+ROLE = yaml.safe_load((REPO / "roles" / "sglang_server" / "defaults" / "main.yml").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.23"])
+def test_role_defaults_launch_every_pinned_version(version):
+    """The role's default launch line parses on both pinned versions (0.5.23 refuses --nsa-*-backend and the
+    ambiguous --cuda-graph-max-bs: schema probes nsa_backends / cuda_graph_max_bs exit 2) and is not refused by the
+    knowledge base for GLM-5-NVFP4 on the reference host (SM120, a driver the stack supports)."""
+    p = launch.plan({"backend": ROLE["sglang_server_backend"], "flags": ROLE["sglang_server_flags"],
+                     "version_flags": ROLE["sglang_server_version_flags"],
+                     "backends": ROLE["sglang_server_backends"], "sglang_version": version, "venv": "/opt/v"})
+    assert p["flag_errors"] == []
+    spelled = {"0.5.9": ("--nsa-decode-backend", "--cuda-graph-max-bs"),
+               "0.5.23": ("--dsa-decode-backend", "--cuda-graph-max-bs-decode")}[version]
+    assert all(flag in p["argv"] for flag in spelled)
+    kb = compat.load_kb()
+    point = {"backend": p["backend"], "quantization": p["flags"]["quantization"], "sglang_version": version,
+             "flags": {k: v for k, v in p["flags"].items() if k not in ("moe-runner-backend", "quantization")},
+             "environment": {"FLASHINFER_CUDA_ARCH_LIST": "12.0f"}, "model": p["flags"]["model-path"]}
+    facts = {"sm": "sm120", "gpu_count": 8, "driver_version": "580.95.05", "cuda_toolkit": {"release": "13.0"}}
+    verdict = compat.evaluate(point, facts, kb)
+    assert verdict["status"] in ("supported", "caveat"), compat.format_refusal(verdict)
+    assert not any("not checked" in w for w in verdict["warnings"])
+
+
+def test_version_flags_must_name_known_versions():
+    with pytest.raises(launch.LaunchError, match=r"names sglang 0.5, which moesweep has no flag schema"):
+        plan(version_flags={0.5: {"tp-size": 8}})
+    with pytest.raises(launch.LaunchError, match="must be a flag mapping"):
+        plan(version_flags={"0.5.9": ["tp-size"]})
+    assert plan(version_flags={"0.5.23": {"nope": 1}})["flag_errors"] == []  # another version's flags stay out
