@@ -29,6 +29,7 @@ ARGUMENT_SPEC = dict(
     home=dict(type="path"),
     cuda_home=dict(type="path"),
     gpu_facts=dict(type="dict"),
+    model_config=dict(type="dict"),
     cuda_version=dict(type="str"),
     force=dict(type="bool", default=False),
     kb_path=dict(type="path"),

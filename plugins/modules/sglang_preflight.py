@@ -49,6 +49,13 @@ options:
         under the full name; an ambiguous one is refused with argparse's message.
     type: dict
     default: {}
+  model_config:
+    description:
+      - The model's config.json (parsed). Its C(architectures) and C(index_topk) decide the attention rules (GLM-5
+        and DeepSeek V3.2 run DeepSeek Sparse Attention).
+      - Without it the model is looked up by its C(model-path) flag in the knowledge base's table of known model
+        ids; a model found in neither leaves those rules unchecked (a warning says so).
+    type: dict
   version_flags:
     description: Flags of one sglang version (C("0.5.9"), C("0.5.23")) merged over O(flags) when the launch runs
       that version, before the backend overlay.
