@@ -366,3 +366,28 @@ def test_refusal_names_backend_sm_error_source_and_alternatives():
         and "source: https://github.com/flashinfer-ai/flashinfer/blob/v0.7.2/" in msg
     )
     assert "compatible alternatives: auto (-> flashinfer_cutlass)" in msg
+
+
+# ------------------------------------------------------------------------------ cells the code decides at startup
+@pytest.mark.parametrize("quant", ["modelopt_fp8", "w8a8_fp8", "mxfp4"])
+@pytest.mark.parametrize("sm", ["sm90", "sm100", "sm120"])
+def test_0523_trtllm_routed_asserts_its_quantization(quant, sm):
+    # 0.5.23 arg_groups/moe_hook.py:137-148: ServerArgs asserts the quantization before any process spawns
+    v = ev("flashinfer_trtllm_routed", quant=quant, version="0.5.23", facts={"sm": sm, "driver_version": "580.1"})
+    assert (v["status"], v["stage"]) == ("unsupported", "server_args")
+    assert v["error"].startswith(f"AssertionError: Invalid quantization '{quant}'.")
+    assert "moe_hook.py#L137-L148" in compat.format_refusal(v)
+    fp8 = ev("flashinfer_trtllm_routed", quant="fp8", version="0.5.23", facts={"sm": sm})
+    assert not any(r["rule"] == "s23-flashinfer-trtllm-routed-quant" for r in fp8["reasons"])
+
+
+def test_059_modelopt_fp8_runs_the_triton_runner_whatever_the_backend():
+    # 0.5.9 modelopt_quant.py:791-795: ModelOptFp8MoEMethod.create_moe_runner builds TRITON for every backend
+    assert (ev("triton", quant="modelopt_fp8")["status"], ev("auto", quant="modelopt_fp8")["effective_backend"]) == (
+        "supported",
+        "triton",
+    )
+    v = ev("cutlass", quant="modelopt_fp8", facts=SM90)
+    assert (v["status"], v["effective_backend"]) == ("caveat", "triton")
+    sm121 = ev("triton", quant="modelopt_fp8", facts={"sm": "sm121", "cuda_toolkit": {"release": "12.9"}})
+    assert sm121["status"] == "unsupported" and "sm_121a" in sm121["error"]
