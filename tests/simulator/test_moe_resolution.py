@@ -57,6 +57,8 @@ def test_trtllm_without_kernels_matches_the_matrix():
     for row in MATRIX:
         if row["backend"] not in ("flashinfer_trtllm", "flashinfer_trtllm_routed"):
             continue
+        if "scaling factor types" in row["error"]:
+            continue  # 0.5.9 block-FP8 on SM12x: the dense DeepGEMM GEMM fails before the MoE is reached
         backend = moe_resolution.resolve_backend(row["sglang"], args_of(row), int(row["sm"]), GLM5)
         got = moe_resolution.trtllm_has_no_kernels(row["sglang"], backend, args_of(row), int(row["sm"]))
         assert got == any(e in row["error"] for e in TRTLLM_ERRORS), row
