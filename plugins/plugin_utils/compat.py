@@ -739,6 +739,7 @@ def evaluate(point, facts, kb, flag_errors=None):
         findings.extend(bfind)
     verdict["effective_backend"] = effective
 
+    flag_findings = []
     for rule in kb.get("flags") or []:
         m = _matches(rule, ctx)
         if m:
@@ -746,7 +747,7 @@ def evaluate(point, facts, kb, flag_errors=None):
             f = _finding(rule, "flag", kb, dict(ctx, flag_value=ctx["flags"][hit[0]] if hit else "?"))
             if rule.get("replacement"):
                 f["replacement"] = rule["replacement"]
-            findings.append(f)
+            flag_findings.append(f)
     launch_findings = []
     for rule in kb.get("launch") or []:
         m = _matches(rule, dict(ctx, backend=effective))
@@ -757,9 +758,10 @@ def evaluate(point, facts, kb, flag_errors=None):
             f["status"] = "unknown"
             f["reason"] = "needs a fact that is missing (SM, sglang or CUDA version): " + (f["reason"] or "")
             launch_findings.append(f)
-    # a dense layer or the attention of a layer fails before its MoE in the same stage: launch findings first
+    # Within one stage, in the order a launch meets them: what the flags set up before any forward (the
+    # allreduce-fusion workspace at kernel warm-up), then a layer's dense GEMMs and attention, then its MoE.
     at = sum(1 for f in findings if f["kind"] == "input")
-    findings[at:at] = launch_findings
+    findings[at:at] = flag_findings + launch_findings
     verdict["warnings"].extend(_unchecked(kb, dict(ctx, backend=effective)))
     for err in flag_errors or []:
         findings.append(

@@ -22,7 +22,9 @@ from moesweep_sim import moe_resolution, tokenmodel
 
 GLM5 = "GlmMoeDsaForCausalLM"
 MATRIX = list(csv.DictReader((FIXTURES / "compat" / "matrix.csv").open(encoding="utf-8")))
-NVFP4_ERRORS = ("ValueError: Current platform does not support NVFP4 quantization",)
+NVFP4_ERRORS = ("ValueError: Current platform does not support NVFP4 quantization",
+                # 0.5.9: the model loader's capability check (loader.py:222-242) comes before the MoE method's
+                "ValueError: The quantization method modelopt_fp4 is not supported for the current GPU.")
 TRTLLM_ERRORS = ("No supported CUDA architectures found for major versions [10",
                  "cubin manifest contains no kernels runnable")
 

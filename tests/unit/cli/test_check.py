@@ -325,6 +325,7 @@ def test_auto_nvfp4_verdict_per_version_follows_the_code(capsys, version, sm, cu
     assert rc == (1 if first_line.startswith("sweep point refused") else 0)
     if rc:
         assert "Please use Blackwell and above." in out and "marlin" not in out
+        assert "Minimum capability: 100. Current capability: 90." in out  # the loader's check comes first
 
 
 # ---- the verdicts of issue #30, each against the wheel line that decides it ------------------------------

@@ -66,6 +66,8 @@ def test_refuses_trtllm_nvfp4_on_h200_sm90():
     # sglang 0.5.9 has no marlin choice and no W4A16 fallback: the launch dies in ModelOptNvFp4FusedMoEMethod
     assert res["failed"] and res["sm"] == "sm90" and "Please use Blackwell and above." in res["msg"]
     assert "marlin" not in res["msg"]
+    # what the launch prints first: the model loader's capability check (0.5.9 model_loader/loader.py:222-242)
+    assert "Minimum capability: 100. Current capability: 90." in res["msg"]
 
 
 def test_force_overrides_and_is_recorded():

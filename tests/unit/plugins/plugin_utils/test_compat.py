@@ -191,9 +191,11 @@ def test_auto_nvfp4_on_sm120_runs_sgl_kernel_cutlass_on_059_and_flashinfer_cutla
 def test_auto_nvfp4_on_sm90_is_refused_on_059_and_marlin_on_0523():
     old = ev("auto", version="0.5.9", facts=SM90)
     assert old["status"] == "unsupported"
-    assert (
-        old["error"]
-        == "ValueError: Current platform does not support NVFP4 quantization. Please use Blackwell and above."
+    # the model loader refuses first (0.5.9 model_loader/loader.py:222-242, ModelOptFp4Config.get_min_capability
+    # 100), before ModelOptNvFp4FusedMoEMethod's "Please use Blackwell" could
+    assert old["error"] == (
+        "ValueError: The quantization method modelopt_fp4 is not supported for the current GPU. "
+        "Minimum capability: 100. Current capability: 90."
     )
     assert "marlin" not in compat.format_refusal(old)
     new = ev("auto", version="0.5.23", facts=SM90)
@@ -391,3 +393,26 @@ def test_059_modelopt_fp8_runs_the_triton_runner_whatever_the_backend():
     assert (v["status"], v["effective_backend"]) == ("caveat", "triton")
     sm121 = ev("triton", quant="modelopt_fp8", facts={"sm": "sm121", "cuda_toolkit": {"release": "12.9"}})
     assert sm121["status"] == "unsupported" and "sm_121a" in sm121["error"]
+
+
+def test_0523_allreduce_fusion_fails_at_kernel_warmup_before_the_moe():
+    # 0.5.23 model_executor/runner/base_runner.py:257-299: the allreduce workspace is set up at kernel warm-up,
+    # after the weights and the KV cache, before flashinfer autotune (where trtllm's cubin check would fail)
+    facts = dict(SM120_KVM, cuda_toolkit={"release": "13.0"})
+    v = ev("flashinfer_trtllm", version="0.5.23", facts=facts, **{"enable-flashinfer-allreduce-fusion": True})
+    assert (v["stage"], v["error"]) == (
+        "first_forward",
+        "ValueError: FlashInfer allreduce fusion requires SM90 or SM10X NVIDIA GPUs.",
+    )
+    assert any("cubin manifest" in (r["error"] or "") for r in v["reasons"])
+
+
+def test_059_nvfp4_on_sm90_fails_in_the_model_loader_first():
+    # 0.5.9 model_loader/loader.py:222-242 with ModelOptFp4Config.get_min_capability() == 100
+    v = ev("flashinfer_cutlass", version="0.5.9", facts=SM90)
+    assert (v["stage"], v["error"]) == (
+        "model_init",
+        "ValueError: The quantization method modelopt_fp4 is not supported for the current GPU. "
+        "Minimum capability: 100. Current capability: 90.",
+    )
+    assert "loader.py#L222-L242" in compat.format_refusal(v)
