@@ -416,3 +416,20 @@ def test_059_nvfp4_on_sm90_fails_in_the_model_loader_first():
         "Minimum capability: 100. Current capability: 90.",
     )
     assert "loader.py#L222-L242" in compat.format_refusal(v)
+
+
+@pytest.mark.parametrize("version", PINNED)
+def test_w8a8_fp8_runs_the_triton_runner_whatever_the_backend(version):
+    # W8A8FP8MoEMethod.create_moe_runner: MoeRunner(TRITON) (0.5.9 w8a8_fp8.py:283-305, 0.5.23 :282-307)
+    facts = {"sm": "sm90", "driver_version": "580.1", "cuda_toolkit": {"release": "13.0"}}
+    v = ev("auto", quant="w8a8_fp8", version=version, facts=facts)
+    assert (v["status"], v["effective_backend"]) == ("supported", "triton")
+    assert ev("triton", quant="w8a8_fp8", version=version, facts=facts)["status"] == "supported"
+    # ServerArgs refuses it for flashinfer_cutlass before any process spawns
+    assert ev("flashinfer_cutlass", quant="w8a8_fp8", version=version, facts=facts)["stage"] == "server_args"
+    if version == "0.5.23":
+        hpc = ev("hpc_ops", quant="w8a8_fp8", version=version, facts=facts)
+        assert hpc["status"] == "unsupported" and "selected the 'triton' runner" in hpc["error"]
+    else:
+        cutlass = ev("cutlass", quant="w8a8_fp8", version=version, facts=facts)
+        assert (cutlass["status"], cutlass["effective_backend"]) == ("caveat", "triton")
