@@ -433,3 +433,51 @@ def test_w8a8_fp8_runs_the_triton_runner_whatever_the_backend(version):
     else:
         cutlass = ev("cutlass", quant="w8a8_fp8", version=version, facts=facts)
         assert (cutlass["status"], cutlass["effective_backend"]) == ("caveat", "triton")
+
+
+def test_models_and_launch_sections_are_validated():
+    broken = copy.deepcopy(KB)
+    broken["models"].append({"id": "acme/x", "architecture": "X", "cite": ["no-such-source"]})
+    broken["models"].append({"id": "acme/y", "arch": "Y"})
+    broken["launch"][0].pop("sglang")
+    problems = compat.kb_problems(broken)
+    assert any("acme/x" in p and "needs cite" in p for p in problems)
+    assert any("needs id and architecture" in p for p in problems)
+    assert any(broken["launch"][0]["id"] in p and "both bounds" in p for p in problems)
+
+
+def test_model_table_and_config_agree_on_dsa():
+    assert compat.known_model(KB, "zai-org/GLM-5")["architecture"] == "GlmMoeDsaForCausalLM"
+    assert compat.known_model(KB, "/data/hf/lukealonso/GLM-5-NVFP4")["id"] == "lukealonso/GLM-5-NVFP4"
+    assert compat.known_model(KB, "GLM-5") is None  # an id needs its organisation
+    glm5 = compat.model_facts({"architectures": ["GlmMoeDsaForCausalLM"], "index_topk": 2048})
+    assert compat.is_dsa(glm5, "0.5.9") and compat.is_dsa(glm5, "0.5.23")
+    # DeepSeek V3 shares the architecture list but has no index_topk: no DSA (model_config.py:54-67)
+    assert not compat.is_dsa(compat.model_facts({"architectures": ["DeepseekV3ForCausalLM"]}), "0.5.9")
+    # GLM-5 NextN names are DSA only from 0.5.23's list (model_config.py:191-211)
+    nextn = compat.model_facts({"architectures": ["GlmMoeDsaForCausalLMNextN"], "index_topk": 2048})
+    assert not compat.is_dsa(nextn, "0.5.9") and compat.is_dsa(nextn, "0.5.23")
+    assert compat.is_dsa({}, "0.5.9") is None
+
+
+def test_missing_optional_facts_are_warned_only_where_they_would_matter():
+    sm90 = ev("flashinfer_trtllm", quant="fp8", version="0.5.9", facts=SM90)
+    assert not any("s9-dsa-nsa-sm12x" in w for w in sm90["warnings"])  # the rule is for SM12x only
+    sm120 = ev("flashinfer_cutlass", version="0.5.9")
+    assert any("s9-dsa-nsa-sm12x" in w and "model's architecture" in w for w in sm120["warnings"])
+    told = compat.evaluate(
+        {
+            "backend": "flashinfer_cutlass",
+            "quantization": "modelopt_fp4",
+            "sglang_version": "0.5.9",
+            "flags": {
+                "attention-backend": "flashinfer",
+                "nsa-decode-backend": "trtllm",
+                "nsa-prefill-backend": "trtllm",
+            },
+            "model": "zai-org/GLM-5",
+        },
+        dict(SM120_KVM, driver_version="570.172.08"),
+        KB,
+    )
+    assert not any(w.startswith("not checked") for w in told["warnings"]), told["warnings"]
