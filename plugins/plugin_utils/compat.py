@@ -472,7 +472,7 @@ def _toolkit_release(point, facts):
 def _context(point, facts, kb, backend):
     facts = facts or {}
     quant = normalise_quantization(point.get("quantization"))
-    flags = _normalise_flags(point.get("flags"))
+    flags = _canonical_flags(_normalise_flags(point.get("flags")), point.get("sglang_version"))
     if quant == "none" and flags.get("--quantization") not in (None, False):
         quant = normalise_quantization(flags["--quantization"])
     sm = point.get("sm") or facts.get("sm")
@@ -481,7 +481,6 @@ def _context(point, facts, kb, backend):
     except (TypeError, ValueError):
         ep_size = 1
     env = point.get("environment") or {}
-    flags = _canonical_flags(flags, point.get("sglang_version"))
     return {
         "backend": backend,
         "quant": quant,

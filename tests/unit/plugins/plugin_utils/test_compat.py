@@ -481,3 +481,12 @@ def test_missing_optional_facts_are_warned_only_where_they_would_matter():
         KB,
     )
     assert not any(w.startswith("not checked") for w in told["warnings"]), told["warnings"]
+
+
+@pytest.mark.parametrize("version", PINNED)
+def test_rules_see_flags_under_any_spelling_the_parser_accepts(version):
+    # --ep and --expert-parallel-size are aliases of --ep-size, `ep-si` an argparse abbreviation of it: the cutlass
+    # fp8 ep-size rule applies under each
+    for spelling in ("ep-size", "ep", "expert-parallel-size", "ep-si"):
+        v = ev("cutlass", quant="fp8", version=version, facts=SM90, **{spelling: 8})
+        assert v["status"] == "unsupported" and "ep_size == 1" in v["error"], spelling
