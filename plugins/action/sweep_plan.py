@@ -26,6 +26,7 @@ ARGUMENT_SPEC = dict(
     numbers=dict(type="dict", default={}),
     # what the host's point preflights need: the server role's launch inputs and the host's facts
     flags=dict(type="dict", default={}),
+    version_flags=dict(type="dict", default={}),
     backends_overlays=dict(type="dict", default={}),
     extra_flags=dict(type="dict", default={}),
     sglang_version=dict(type="str"),
@@ -86,7 +87,8 @@ def plan(args):
         if choice in verdicts:
             return verdicts[choice]
         result, failed = preflight.run_preflight({
-            "backend": choice, "flags": args.get("flags") or {}, "backends": overlays,
+            "backend": choice, "flags": args.get("flags") or {}, "version_flags": args.get("version_flags") or {},
+            "backends": overlays,
             "extra_flags": args.get("extra_flags") or {}, "sglang_version": version,
             "provenance": args.get("provenance") or {}, "environment": args.get("environment") or {},
             "gpu_facts": facts, "kb_path": args.get("kb_path")})

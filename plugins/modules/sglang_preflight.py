@@ -43,7 +43,22 @@ options:
     description: The C(--quantization) value (e.g. V(modelopt_fp4)); may also be given in O(flags).
     type: str
   flags:
-    description: The common launch flags, name (without leading dashes) to value.
+    description:
+      - The common launch flags, name (without leading dashes) to value.
+      - An abbreviation the version's parser resolves to one option (C(tp) for C(tp-size)) is accepted and planned
+        under the full name; an ambiguous one is refused with argparse's message.
+    type: dict
+    default: {}
+  model_config:
+    description:
+      - The model's config.json (parsed). Its C(architectures) and C(index_topk) decide the attention rules (GLM-5
+        and DeepSeek V3.2 run DeepSeek Sparse Attention).
+      - Without it the model is looked up by its C(model-path) flag in the knowledge base's table of known model
+        ids; a model found in neither leaves those rules unchecked (a warning says so).
+    type: dict
+  version_flags:
+    description: Flags of one sglang version (C("0.5.9"), C("0.5.23")) merged over O(flags) when the launch runs
+      that version, before the backend overlay.
     type: dict
     default: {}
   backends:
@@ -267,7 +282,7 @@ launch:
       type: str
       sample: flashinfer_cutlass
     flags:
-      description: The effective flags (common, overlay, extra).
+      description: The effective flags (common, version, overlay, extra), abbreviations written in full.
       type: dict
     argv:
       description: ExecStart as a list (an API key appears as C(${SGLANG_API_KEY})).

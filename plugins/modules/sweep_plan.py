@@ -100,6 +100,10 @@ options:
     description: The server role's common launch flags (for O(backends=compatible)).
     type: dict
     default: {}
+  version_flags:
+    description: The server role's per-version flags (for O(backends=compatible)).
+    type: dict
+    default: {}
   backends_overlays:
     description: The server role's per-backend overlays.
     type: dict

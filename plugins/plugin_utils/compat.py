@@ -30,6 +30,7 @@ _PRIMARY = re.compile(
     r"|(issues|pull)/\d+)$"  # an issue or pull request
     r"|^https://github\.com/[^/\s]+/[^/\s#]+#[\w-]+$"  # a section of a repository's README
     r"|^https://docs\.nvidia\.com/\S+$"
+    r"|^https://huggingface\.co/[^/\s]+/[^/\s]+/blob/[\w.-]+/config\.json$"  # a model's own config.json
 )
 MATCH_KEYS = frozenset(
     {
@@ -55,9 +56,16 @@ MATCH_KEYS = frozenset(
         "value",
         "value_above",
         "value_at_most",
+        "flag_in",
+        "env_not_false",
+        "env_false",
+        "model_dsa",
+        "arch_in",
+        "driver_below",
     }
 )
 SAY_KEYS = frozenset({"id", "status", "stage", "runs", "reason", "error", "cite", "replacement", "resolves_to"})
+_FALSE = ("0", "false", "no", "n")  # sglang's EnvBool reads these as false (srt/environ.py EnvBool.parse)
 
 
 class KBError(ValueError):
@@ -111,7 +119,7 @@ def kb_problems(kb):
             )
     if not isinstance(kb.get("rules"), list):
         problems.append("no `rules` list")
-    for section in ("auto_resolution", "rules", "flags"):
+    for section in ("auto_resolution", "rules", "flags", "launch"):
         for i, rule in enumerate(kb.get(section) or []):
             where = "%s[%d] %s" % (section, i, (rule or {}).get("id", "") if isinstance(rule, dict) else "")
             if not isinstance(rule, dict):
@@ -147,7 +155,30 @@ def kb_problems(kb):
                     problems.append("%s: an unsupported rule needs stage: one of %s" % (where, ", ".join(STAGES)))
                 if not rule.get("error"):
                     problems.append("%s: an unsupported rule needs the error the launch hits" % where)
+    for i, model in enumerate(kb.get("models") or []):
+        if not isinstance(model, dict) or not model.get("id") or not model.get("architecture"):
+            problems.append("models[%d]: needs id and architecture" % i)
+            continue
+        if set(model) - {"id", "architecture", "index_topk", "cite"}:
+            problems.append(
+                "models[%d] %s: unknown key(s) %s"
+                % (i, model["id"], ", ".join(sorted(set(model) - {"id", "architecture", "index_topk", "cite"})))
+            )
+        cites = model.get("cite")
+        if not cites or not isinstance(cites, list) or any(c not in sources for c in cites):
+            problems.append("models[%d] %s: needs cite: [source keys] (its config.json)" % (i, model["id"]))
     return problems
+
+
+def known_model(kb, model_id):
+    """The models table's entry for a model id (``org/name``; a local path ending in it matches too), or None."""
+    text = str(model_id or "").strip().rstrip("/")
+    if not text:
+        return None
+    for model in kb.get("models") or []:
+        if text == model["id"] or text.endswith("/" + model["id"]) or text.lower() == model["id"].lower():
+            return model
+    return None
 
 
 def parse_version(text):
@@ -217,6 +248,10 @@ def _truthy_env(env, name):
     return str(env.get(name, "")).strip().lower() in _TRUE
 
 
+def _false_env(env, name):
+    return str(env.get(name, "")).strip().lower() in _FALSE
+
+
 def _flag_number(value):
     try:
         return float(value)
@@ -245,6 +280,28 @@ def _matches(rule, ctx):
             return False
     if "flags_absent" in rule and any(ctx["flags"].get(f) not in (None, False) for f in rule["flags_absent"]):
         return False
+    for name, values in (rule.get("flag_in") or {}).items():
+        given = ctx["flags"].get(name)
+        given = None if given is False else given
+        if not any((v is None and given is None) or (v is not None and str(given) == str(v)) for v in values):
+            return False
+    if "env_not_false" in rule and _false_env(ctx["environment"], rule["env_not_false"]):
+        return False
+    if "env_false" in rule and not _false_env(ctx["environment"], rule["env_false"]):
+        return False
+    model = ctx.get("model") or {}
+    if "model_dsa" in rule or "arch_in" in rule:
+        if not model.get("architecture"):
+            return False  # an optional fact: evaluate() warns when the rule would have applied (_unchecked)
+        if "model_dsa" in rule and is_dsa(model, ctx["version"]) != bool(rule["model_dsa"]):
+            return False
+        if "arch_in" in rule and model["architecture"] not in rule["arch_in"]:
+            return False
+    if "driver_below" in rule:
+        if ctx.get("driver") is None:
+            return False  # optional fact, as above
+        if not ctx["driver"] < parse_version(rule["driver_below"]):
+            return False
     sm = ctx["sm"]
     for key in ("sm_in", "sm_not_in", "sm_below"):
         if key in rule and sm is None:
@@ -299,6 +356,7 @@ def _fill(text, ctx):
         "quantization": "None" if quant == "none" else quant,
         "sm": ctx["sm"] if ctx["sm"] is not None else "?",
         "value": ctx.get("flag_value", "?"),
+        "driver_cuda": ctx.get("driver_cuda") or "<the driver's CUDA version, e.g. 12080 for R570>",
     }
     return re.sub(r"\{(\w+)\}", lambda m: str(values.get(m.group(1), m.group(0))), text)
 
@@ -326,6 +384,84 @@ def _normalise_flags(flags):
     return out
 
 
+def _canonical_flags(flags, version):
+    """The point's flags keyed by every option string of the option each name resolves to (argparse prefix
+    matching included, as the version's real parser resolves it), so a rule naming ``--ep-size`` matches ``ep``
+    and ``expert-parallel-size`` alike. Names the schema cannot resolve stay as given (the schema check refuses
+    them separately)."""
+    if version is None or str(version) not in sglang_flags.list_versions():
+        return flags
+    schema = sglang_flags.load_schema(str(version))
+    out = dict(flags)
+    for name, value in flags.items():
+        try:
+            found = sglang_flags.resolve_option(schema, name)
+        except sglang_flags.SchemaError:
+            continue
+        if found:
+            for option in found[0]["option_strings"]:
+                out.setdefault(option, value)
+    return out
+
+
+# The architectures sglang gives DeepSeek Sparse Attention (DSA) handling, when the model's config.json also
+# carries index_topk: 0.5.9 is_deepseek_nsa (srt/configs/model_config.py:54-67), 0.5.23 is_deepseek_dsa
+# (srt/configs/model_config.py:191-211).
+_DSA_059 = (
+    "DeepseekV3ForCausalLM",
+    "DeepseekV32ForCausalLM",
+    "DeepseekV3ForCausalLMNextN",
+    "MistralLarge3ForCausalLM",
+    "PixtralForConditionalGeneration",
+    "GlmMoeDsaForCausalLM",
+)
+DSA_ARCHITECTURES = {
+    "0.5.9": _DSA_059,
+    "0.5.23": _DSA_059
+    + (
+        "GlmMoeDsaForCausalLMNextN",
+        "Glm5NextForConditionalGenerationNextN",
+        "Glm5NextForConditionalGeneration",
+        "LongcatFlashForCausalLM",
+        "LongcatFlashForCausalLMNextN",
+        "Dots3NoteForCausalLM",
+        "Dots3NoteForCausalLMNextN",
+        "HYV4ForCausalLM",
+        "HYV4ForCausalLMNextN",
+    ),
+}
+
+
+def model_facts(model):
+    """``{architecture, index_topk}`` (index_topk: whether the config has one) from a model description: a
+    parsed config.json (``architectures``, ``index_topk``) or an already reduced ``{architecture, index_topk}``;
+    ``{}`` when unknown."""
+    if not isinstance(model, dict) or not model:
+        return {}
+    if "architecture" in model:
+        return {"architecture": str(model["architecture"]), "index_topk": bool(model.get("index_topk"))}
+    archs = model.get("architectures")
+    if not isinstance(archs, list) or not archs or not archs[0]:
+        return {}
+    return {"architecture": str(archs[0]), "index_topk": model.get("index_topk") is not None}
+
+
+def _point_model(kb, model):
+    """A point's ``model``: a config.json dict, a reduced ``{architecture, index_topk}``, or a model id / path
+    the models table knows."""
+    if isinstance(model, str):
+        known = known_model(kb, model)
+        return model_facts(known) if known else {}
+    return model_facts(model)
+
+
+def is_dsa(model, version):
+    """Whether sglang ``version`` runs the model with DSA (None: the model or the version is unknown)."""
+    if not model.get("architecture") or str(version) not in DSA_ARCHITECTURES:
+        return None
+    return bool(model.get("index_topk")) and model["architecture"] in DSA_ARCHITECTURES[str(version)]
+
+
 def _toolkit_release(point, facts):
     if point.get("cuda_version"):
         return point["cuda_version"]
@@ -336,7 +472,7 @@ def _toolkit_release(point, facts):
 def _context(point, facts, kb, backend):
     facts = facts or {}
     quant = normalise_quantization(point.get("quantization"))
-    flags = _normalise_flags(point.get("flags"))
+    flags = _canonical_flags(_normalise_flags(point.get("flags")), point.get("sglang_version"))
     if quant == "none" and flags.get("--quantization") not in (None, False):
         quant = normalise_quantization(flags["--quantization"])
     sm = point.get("sm") or facts.get("sm")
@@ -353,10 +489,22 @@ def _context(point, facts, kb, backend):
         "environment": env if isinstance(env, dict) else {},
         "sm": sm_number(sm),
         "sglang": parse_version(point.get("sglang_version")),
+        "version": point.get("sglang_version"),
         "cuda": parse_version(_toolkit_release(point, facts)),
         "a2a": str(flags.get("--moe-a2a-backend", point.get("moe_a2a_backend") or "none")),
         "ep_size": ep_size,
+        "model": _point_model(kb, point.get("model")),
+        "driver": parse_version(point.get("driver_version") or facts.get("driver_version")),
+        "driver_cuda": _cuda_int(facts.get("driver_cuda_version")),
     }
+
+
+def _cuda_int(release):
+    """``'12.8'`` -> ``'12080'``: how cudaDriverGetVersion reports it (torch prints that number)."""
+    version = parse_version(release)
+    if not version or len(version) < 2:
+        return None
+    return str(version[0] * 1000 + version[1] * 10)
 
 
 def resolve_auto(kb, ctx):
@@ -394,7 +542,13 @@ def _decisive(findings):
     failing = [f for f in findings if f["status"] == "unsupported"]
     if not failing:
         return None
-    return min(failing, key=lambda f: STAGES.index(f["stage"]) if f.get("stage") in STAGES else len(STAGES))
+    return min(
+        failing,
+        key=lambda f: (
+            STAGES.index(f["stage"]) if f.get("stage") in STAGES else len(STAGES),
+            f["kind"] != "input",  # argparse refuses the command line before anything else runs
+        ),
+    )
 
 
 def _backend_status(kb, ctx):
@@ -506,12 +660,14 @@ def evaluate(point, facts, kb, flag_errors=None):
     """Verdict for one sweep point.
 
     point: {backend, quantization, sglang_version, cuda_version?, flags: {name: value}, environment?:
-    {VAR: value} (the unit's environment), sm?}
+    {VAR: value} (the unit's environment), sm?, model?: the model's config.json (a dict), a reduced
+    {architecture, index_topk} or a model id of the KB's `models`, driver_version?: e.g. "570.133.20"}
     facts: the gpu_facts dict (``ansible_facts.moesweep_gpu``) or {} (then ``point['sm']`` is used)
     flag_errors: errors from the version's flag schema (sglang_flags.validate_flags), if available.
     Returns {status, backend, effective_backend, sm, quantization, sglang_version, error, stage, reasons,
-    citations, alternatives, warnings, advice}: ``error``/``stage`` are those of the failure the launch
-    would reach first (None unless unsupported).
+    citations, alternatives, warnings, advice, decided_by}: ``error``/``stage`` are those of the failure the
+    launch would reach first (None unless unsupported), ``decided_by`` its kind (``launch`` when the failure is
+    not the MoE runner's, so no other backend is offered).
     """
     facts = facts or {}
     backend = point.get("backend")
@@ -530,6 +686,7 @@ def evaluate(point, facts, kb, flag_errors=None):
         "alternatives": [],
         "warnings": [],
         "advice": advise(facts, kb),
+        "decided_by": None,
     }
 
     def refuse(finding):
@@ -581,6 +738,7 @@ def evaluate(point, facts, kb, flag_errors=None):
         findings.extend(bfind)
     verdict["effective_backend"] = effective
 
+    flag_findings = []
     for rule in kb.get("flags") or []:
         m = _matches(rule, ctx)
         if m:
@@ -588,7 +746,22 @@ def evaluate(point, facts, kb, flag_errors=None):
             f = _finding(rule, "flag", kb, dict(ctx, flag_value=ctx["flags"][hit[0]] if hit else "?"))
             if rule.get("replacement"):
                 f["replacement"] = rule["replacement"]
-            findings.append(f)
+            flag_findings.append(f)
+    launch_findings = []
+    for rule in kb.get("launch") or []:
+        m = _matches(rule, dict(ctx, backend=effective))
+        if m:
+            launch_findings.append(_finding(rule, "launch", kb, ctx))
+        elif m is None and rule.get("status") == "unsupported":
+            f = _finding(rule, "launch", kb, ctx)
+            f["status"] = "unknown"
+            f["reason"] = "needs a fact that is missing (SM, sglang or CUDA version): " + (f["reason"] or "")
+            launch_findings.append(f)
+    # Within one stage, in the order a launch meets them: what the flags set up before any forward (the
+    # allreduce-fusion workspace at kernel warm-up), then a layer's dense GEMMs and attention, then its MoE.
+    at = sum(1 for f in findings if f["kind"] == "input")
+    findings[at:at] = flag_findings + launch_findings
+    verdict["warnings"].extend(_unchecked(kb, dict(ctx, backend=effective)))
     for err in flag_errors or []:
         findings.append(
             _input_finding(
@@ -613,9 +786,36 @@ def evaluate(point, facts, kb, flag_errors=None):
                 verdict["citations"].append(url)
         if f["status"] == "caveat":
             verdict["warnings"].append("%s: %s" % (f["rule"], f["reason"]))
-    if worst in ("unsupported", "unknown"):
+    verdict["decided_by"] = decisive["kind"] if decisive else None
+    if worst in ("unsupported", "unknown") and verdict["decided_by"] != "launch":
         verdict["alternatives"] = alternatives(point, facts, kb, exclude=backend)
     return verdict
+
+
+def _unchecked(kb, ctx):
+    """Warnings for launch rules that need an optional fact the point lacks (the model, the driver) and would
+    refuse or caveat the launch if that fact were as they name it."""
+    out = []
+    for rule in kb.get("launch") or []:
+        missing = []
+        probe = dict(ctx)
+        if ("model_dsa" in rule or "arch_in" in rule) and not (ctx.get("model") or {}).get("architecture"):
+            missing.append(
+                "the model's architecture (--model-config FILE, a known --model id, or the model's "
+                "config.json on the host)"
+            )
+            version = str(ctx.get("version"))
+            arch = (rule.get("arch_in") or list(DSA_ARCHITECTURES.get(version) or ["?"]))[0]
+            probe["model"] = {"architecture": arch, "index_topk": bool(rule.get("model_dsa", True))}
+        if "driver_below" in rule and ctx.get("driver") is None:
+            missing.append("the NVIDIA driver version (gpu_facts driver_version, --driver or an nvidia-smi output)")
+            probe["driver"] = (0,)
+        if missing and rule.get("status") in ("unsupported", "caveat") and _matches(rule, probe):
+            out.append(
+                "not checked, for lack of %s: %s (%s)"
+                % (" and ".join(missing), rule["id"], _fill(rule.get("reason"), ctx))
+            )
+    return out
 
 
 def alternatives(point, facts, kb, exclude=None):
@@ -670,5 +870,11 @@ def format_refusal(verdict):
         + (" (caveat)" if a["status"] == "caveat" else "")
         for a in verdict["alternatives"]
     ]
-    lines.append("compatible alternatives: %s" % (", ".join(alts) if alts else "none known"))
+    if verdict.get("decided_by") == "launch":
+        lines.append(
+            "compatible alternatives: another --moe-runner-backend does not avoid this failure (it is not the "
+            "MoE runner's); apply the fix above"
+        )
+    else:
+        lines.append("compatible alternatives: %s" % (", ".join(alts) if alts else "none known"))
     return "\n".join(lines)

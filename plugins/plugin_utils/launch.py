@@ -156,9 +156,56 @@ def shell_join(argv):
     return " ".join(w if w == API_KEY_PLACEHOLDER else shlex.quote(str(w)) for w in argv)
 
 
+def version_flags(by_version, version):
+    """The flags of one sglang version (``sglang_server_version_flags``): merged over the common flags, before the
+    backend's overlay, so one role default can launch every pinned version (0.5.23 renamed --nsa-*-backend to
+    --dsa-*-backend and split --cuda-graph-max-bs, which its parser refuses as an ambiguous prefix)."""
+    if by_version in (None, ""):
+        return {}
+    if not isinstance(by_version, dict):
+        raise LaunchError("sglang_server_version_flags must map an sglang version to a flag mapping, got %s"
+                          % type(by_version).__name__)
+    known = sglang_flags.list_versions()
+    stray = sorted(str(v) for v in by_version if str(v) not in known)
+    if stray:
+        raise LaunchError("sglang_server_version_flags names sglang %s, which moesweep has no flag schema for (it "
+                          "knows %s); quote the version (\"0.5.9\"), or drop that entry"
+                          % (", ".join(stray), ", ".join(known)))
+    chosen = {str(k): v for k, v in by_version.items()}.get(str(version)) or {}
+    if not isinstance(chosen, dict):
+        raise LaunchError("sglang_server_version_flags[%r] must be a flag mapping, got %s"
+                          % (str(version), type(chosen).__name__))
+    return chosen
+
+
+def _canonical(schema, flags):
+    """A flag dict with each abbreviation written as the option it stands for (sglang_flags.canonical_flags): the
+    unit carries ``--tp-size`` for ``tp``, and a later sglang that adds another ``--tp...`` option cannot make the
+    recorded launch ambiguous. Anything not a mapping is left for merge_flags to refuse."""
+    if not isinstance(flags, dict):
+        return flags
+    return sglang_flags.canonical_flags(schema, {_name(k): v for k, v in flags.items()})
+
+
+def _canonical_overlays(schema, overlays):
+    if not isinstance(overlays, dict):
+        return overlays
+    out = {}
+    for key, overlay in overlays.items():
+        if isinstance(overlay, dict):
+            overlay = dict(overlay)
+            if isinstance(overlay.get("flags"), dict):
+                overlay["flags"] = _canonical(schema, overlay["flags"])
+            if isinstance(overlay.get("remove"), list):
+                overlay["remove"] = list(_canonical(schema, {_name(k): None for k in overlay["remove"]}))
+        out[key] = overlay
+    return out
+
+
 def plan(inputs):
-    """Plan one launch. ``inputs``: backend, flags, backends, extra_flags, quantization, sglang_version,
-    provenance, command, venv, environment (public), secret_environment_keys, api_key_set, home, cuda_home, and
+    """Plan one launch. ``inputs``: backend, flags, version_flags, backends, extra_flags, quantization,
+    sglang_version, provenance, command, venv, environment (public), secret_environment_keys, api_key_set, home,
+    cuda_home, and
     ``nodes``: this rank's node plan (``nodes.plan_nodes``) when the server spreads over a node group.
 
     Returns {sglang_version, backend, point, flags, flag_errors, argv, command_line, exec_lines, port, host,
@@ -168,18 +215,20 @@ def plan(inputs):
     provenance = inputs.get("provenance") or {}
     version = resolve_version(inputs.get("sglang_version"), provenance)
     schema = schema_for(version)
-    flags = dict(inputs.get("flags") or {})
+    flags = _canonical(schema, dict(inputs.get("flags") or {}))
+    flags.update(_canonical(schema, version_flags(inputs.get("version_flags"), version)))
     quant = inputs.get("quantization")
     if quant is not None:
         given = flags.get(QUANT_FLAG)
         if given is not None and str(given) != str(quant):
             raise LaunchError("quantization %r contradicts the flags' quantization %r" % (quant, given))
         flags[QUANT_FLAG] = quant
-    if "api-key" in {_name(k) for k in list(flags) + list(inputs.get("extra_flags") or {})}:
+    extra_flags = _canonical(schema, inputs.get("extra_flags") or {})
+    if "api-key" in {_name(k) for k in list(flags) + list(extra_flags if isinstance(extra_flags, dict) else {})}:
         raise LaunchError("put the API key in sglang_server_api_key (vault it), not in the launch flags: flags are "
                           "shown and recorded, the key must stay in the 0600 environment file")
-    merged, backend = merge_flags(flags, inputs.get("backends") or {}, inputs.get("backend"),
-                                  inputs.get("extra_flags") or {}, backend_choices(schema))
+    merged, backend = merge_flags(flags, _canonical_overlays(schema, inputs.get("backends") or {}),
+                                  inputs.get("backend"), extra_flags, backend_choices(schema))
     node_plan = inputs.get("nodes") or None
     if node_plan:
         try:

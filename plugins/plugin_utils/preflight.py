@@ -58,6 +58,9 @@ def run_preflight(args, task_vars_facts=None, node_inputs=None):
         "cuda_version": args.get("cuda_version"),
         "flags": {k: v for k, v in plan["flags"].items() if k not in (launch.BACKEND_FLAG, launch.QUANT_FLAG)},
         "environment": plan["environment"],
+        # the model's architecture for the attention rules: its config.json when the caller read it, else the
+        # knowledge base's table of known model ids (a --model-path it does not know leaves the rules unchecked)
+        "model": args.get("model_config") or plan["flags"].get("model-path") or plan["flags"].get("model"),
     }
     kb = compat.load_kb(args.get("kb_path"))
     verdict = compat.evaluate(point, facts, kb, flag_errors=plan["flag_errors"])

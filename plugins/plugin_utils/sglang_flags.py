@@ -16,9 +16,12 @@ for False.
 
 Option resolution follows CPython 3.11's ``argparse.ArgumentParser._parse_optional`` exactly (exact match, then
 ``--name=value`` split, then every option string starting with the token when ``allow_abbrev``), including the
-text of its ambiguity error. ``validate_flags`` is stricter than argparse by default: it refuses abbreviations,
-because ``--tp`` only works while ``--tp-size`` is the sole option that starts with it, and a later sglang may
-add another (``--cuda-graph-max-bs`` became ambiguous that way in 0.5.20+).
+text of its ambiguity error. ``validate_flags`` accepts what the version's real parser accepts: an abbreviation
+that is the prefix of exactly one option (``tp`` for ``--tp-size``; sglang's parsers keep argparse's
+``allow_abbrev=True``, recorded in the schema) and refuses an ambiguous one with argparse's message
+(``cuda-graph-max-bs`` on 0.5.20+, where ``--cuda-graph-max-bs-decode`` and ``-prefill`` share it).
+``canonical_flags`` writes each abbreviation as the option it stands for, so a unit never carries a prefix that
+a later version may make ambiguous; ``allow_abbrev=False`` is the strict mode that refuses abbreviations.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ __all__ = [
     "resolve_option",
     "validate_flags",
     "render_argv",
+    "canonical_flags",
     "FLAG_KINDS",
 ]
 
@@ -310,8 +314,31 @@ def _check_value(action: dict, option: str, value) -> list:
     return _check_scalar(action, value)
 
 
-def validate_flags(schema: dict, flags: dict, allow_abbrev: bool = False) -> list:
+def _abbrev(schema: dict, allow_abbrev) -> bool:
+    """None: as the version's real parser (its recorded ``allow_abbrev``, argparse's default True)."""
+    return schema.get("allow_abbrev", True) if allow_abbrev is None else bool(allow_abbrev)
+
+
+def canonical_flags(schema: dict, flags: dict) -> dict:
+    """The flag dict with every abbreviation written as the option it stands for (``tp`` -> ``tp-size``), in the
+    same order. Names that are exact option strings (an alias stays as written), unknown or ambiguous are kept as
+    given (``validate_flags`` reports them), and so are two keys that would become the same name (validate_flags
+    reports "set the same option")."""
+    if not isinstance(flags, dict):
+        return flags
+    renamed, owner = {}, {}
+    for name in flags:
+        found = _lookup(schema, name, True) if isinstance(name, str) and name and not name.startswith("-") else None
+        if isinstance(found, tuple) and found[1].startswith("--"):
+            renamed[name] = found[1][2:]
+            owner.setdefault(found[0]["order"], []).append(name)
+    shared = {n for names in owner.values() if len(names) > 1 for n in names}
+    return {(renamed[k] if k in renamed and k not in shared else k): v for k, v in flags.items()}
+
+
+def validate_flags(schema: dict, flags: dict, allow_abbrev=None) -> list:
     """Check a flag dict against the schema; return a list of error strings (empty when it would parse).
+    ``allow_abbrev`` None: abbreviations as the version's real parser takes them; False refuses them.
 
     Unknown names come with close matches and the versions that do know them; values are checked against
     choices and int/float/json types as argparse would; bools must go to flags and flags must get bools. Two
@@ -321,6 +348,7 @@ def validate_flags(schema: dict, flags: dict, allow_abbrev: bool = False) -> lis
         return ["server flags must be a mapping of option name -> value, got {0}".format(type(flags).__name__)]
     errors = []
     seen = {}
+    allow_abbrev = _abbrev(schema, allow_abbrev)
     for name in sorted(flags, key=str):
         found = _lookup(schema, name, allow_abbrev)
         if isinstance(found, str):
@@ -350,13 +378,14 @@ def _value_args(option: str, values: list) -> list:
     return [option] + values
 
 
-def render_argv(schema: dict, flags: dict, allow_abbrev: bool = False) -> list:
+def render_argv(schema: dict, flags: dict, allow_abbrev=None) -> list:
     """Render a validated flag dict as argv (without the program), in the order of the dict.
 
     Uses the option string the key names (an alias is kept as written); an abbreviation (only with
     ``allow_abbrev``) is expanded to the option it stands for, never emitted. Raises ``SchemaError`` with all
     problems when ``validate_flags`` finds any.
     """
+    allow_abbrev = _abbrev(schema, allow_abbrev)
     errors = validate_flags(schema, flags, allow_abbrev=allow_abbrev)
     if errors:
         raise SchemaError("; ".join(errors))

@@ -22,7 +22,9 @@ from moesweep_sim import moe_resolution, tokenmodel
 
 GLM5 = "GlmMoeDsaForCausalLM"
 MATRIX = list(csv.DictReader((FIXTURES / "compat" / "matrix.csv").open(encoding="utf-8")))
-NVFP4_ERRORS = ("ValueError: Current platform does not support NVFP4 quantization",)
+NVFP4_ERRORS = ("ValueError: Current platform does not support NVFP4 quantization",
+                # 0.5.9: the model loader's capability check (loader.py:222-242) comes before the MoE method's
+                "ValueError: The quantization method modelopt_fp4 is not supported for the current GPU.")
 TRTLLM_ERRORS = ("No supported CUDA architectures found for major versions [10",
                  "cubin manifest contains no kernels runnable")
 
@@ -57,6 +59,8 @@ def test_trtllm_without_kernels_matches_the_matrix():
     for row in MATRIX:
         if row["backend"] not in ("flashinfer_trtllm", "flashinfer_trtllm_routed"):
             continue
+        if "scaling factor types" in row["error"]:
+            continue  # 0.5.9 block-FP8 on SM12x: the dense DeepGEMM GEMM fails before the MoE is reached
         backend = moe_resolution.resolve_backend(row["sglang"], args_of(row), int(row["sm"]), GLM5)
         got = moe_resolution.trtllm_has_no_kernels(row["sglang"], backend, args_of(row), int(row["sm"]))
         assert got == any(e in row["error"] for e in TRTLLM_ERRORS), row

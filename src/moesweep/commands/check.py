@@ -3,7 +3,10 @@
 The facts come from one of: ``--facts FILE`` (gpu_facts output), ``--nvidia-smi FILE ...`` (any saved
 nvidia-smi output, read as ``moesweep facts`` reads it: so someone holding only a pasted nvidia-smi can
 ask whether a backend will run there), or ``--sm`` / ``--gpus`` / ``--interconnect`` / ``--virt``
-alone. Given with a file, those four override what the file says.
+alone. Given with a file, those four override what the file says. The driver comes from the facts or the
+nvidia-smi output, or ``--driver``; the model's architecture (which the attention rules need: GLM-5 and
+DeepSeek V3.2 run DeepSeek Sparse Attention) from ``--model-config`` (the model's config.json) or ``--model``
+(an id of the knowledge base's cited model table).
 
 Same code as the ``sglang_preflight`` action (``plugin_utils.compat``), imported through the in-repo
 collection, never copied. Every argument is checked before anything is evaluated. Exit status: 0 the
@@ -73,8 +76,12 @@ def register(subparsers) -> None:
         action="extend",
         help="saved nvidia-smi output (table, -q, -q -x, CSV, -L, topo -m); several are merged",
     )
-    source.add_argument("-i", "--inventory", help="check on the inventory's gpu_hosts over SSH (their facts, their "
-                        "sglang version and launch settings; nothing on the hosts changes)")
+    source.add_argument(
+        "-i",
+        "--inventory",
+        help="check on the inventory's gpu_hosts over SSH (their facts, their "
+        "sglang version and launch settings; nothing on the hosts changes)",
+    )
     p.add_argument("--limit", help="host pattern (with --inventory)")
     p.add_argument("--sm", help="SM of the host: 120, sm120 or 12.0")
     p.add_argument("--gpus", type=int, help="GPU count (1 or more)")
@@ -89,6 +96,16 @@ def register(subparsers) -> None:
     )
     p.add_argument("--cuda-version", help="CUDA toolkit release used for JIT (nvcc in CUDA_HOME), e.g. 12.8")
     p.add_argument("--flag", action="append", default=[], metavar="K=V", help="a launch flag (repeatable)")
+    model = p.add_mutually_exclusive_group()
+    model.add_argument(
+        "--model-config",
+        metavar="FILE",
+        help="the model's config.json (its architectures and index_topk decide the attention rules)",
+    )
+    model.add_argument(
+        "--model", help="a model id of the knowledge base's model table (data/compat.yml `models`), e.g. zai-org/GLM-5"
+    )
+    p.add_argument("--driver", help="NVIDIA driver version of the host, e.g. 570.133.20 (overrides the facts')")
     p.add_argument("--kb", help="knowledge base file (default: the collection's data/compat.yml)")
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
     p.set_defaults(func=run)
@@ -174,7 +191,38 @@ def check_arguments(args, kb: dict) -> dict:
     for item in args.flag:
         if not item.lstrip("-").split("=", 1)[0]:
             raise BadInput(f"--flag {item!r}: expected NAME or NAME=VALUE, e.g. --flag tp-size=8")
+    if args.driver is not None:
+        if not re.match(r"^\d{3}(\.\d+){0,2}$", args.driver.strip()):
+            raise BadInput(f"--driver {args.driver!r}: expected an NVIDIA driver version like 580.95.05 or 570")
+        overrides["driver_version"] = args.driver.strip()
+        overrides["driver_cuda_version"] = None  # a file's CUDA version belongs to its own driver
     return overrides
+
+
+def model_of(args, kb: dict):
+    """The point's model: the parsed --model-config, or the table entry of --model; None when neither is given."""
+    if args.model_config:
+        where = f"--model-config {args.model_config}"
+        try:
+            with open(args.model_config, encoding="utf-8") as handle:
+                config = json.load(handle)
+        except OSError as exc:
+            raise BadInput(f"{where}: cannot read it ({exc.strerror or exc})") from exc
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise BadInput(f"{where}: not JSON ({exc}); give the model's config.json") from exc
+        if not compat.model_facts(config if isinstance(config, dict) else {}):
+            raise BadInput(f"{where}: no `architectures` list; give the model's own config.json")
+        return config
+    if args.model:
+        known = compat.known_model(kb, args.model)
+        if known is None:
+            ids = ", ".join(m["id"] for m in kb.get("models") or [])
+            raise BadInput(
+                f"--model {args.model!r}: not in the knowledge base's model table ({ids}); give its config.json "
+                "with --model-config FILE instead"
+            )
+        return {"architecture": known["architecture"], "index_topk": bool(known.get("index_topk"))}
+    return None
 
 
 # ---- the host's facts ------------------------------------------------------------------------
@@ -277,6 +325,7 @@ def run(args) -> int:
     try:
         kb = load_kb(args.kb)
         overrides = check_arguments(args, kb)
+        model = model_of(args, kb)
         facts, read = gather(args, overrides)
     except BadInput as exc:
         print(f"moesweep check: {exc}", file=sys.stderr)
@@ -294,13 +343,17 @@ def run(args) -> int:
         "sglang_version": args.sglang_version,
         "cuda_version": args.cuda_version,
         "flags": dict(_flag(f) for f in args.flag),
+        "model": model,
     }
     flag_errors = None
     notes = []
     if args.sglang_version is None:
         notes.append("no --sglang-version: rules that depend on the sglang version answer unknown")
     else:
-        flag_errors = list(sglang_flags.validate_flags(sglang_flags.load_schema(args.sglang_version), point["flags"]))
+        # as the real parser reads them: `--flag tp=8` is --tp-size 8, an ambiguous prefix is refused
+        schema = sglang_flags.load_schema(args.sglang_version)
+        point["flags"] = sglang_flags.canonical_flags(schema, point["flags"])
+        flag_errors = list(sglang_flags.validate_flags(schema, point["flags"]))
     verdict = compat.evaluate(point, facts, kb, flag_errors=flag_errors)
     verdict["warnings"].extend(notes)
     if read:

@@ -308,9 +308,190 @@ def test_nvidia_smi_unreadable_and_exclusive_with_facts(capsys, tmp_path):
     ],
 )
 def test_auto_nvfp4_verdict_per_version_follows_the_code(capsys, version, sm, cuda, first_line):
-    rc, out = run(capsys, "--sm", sm, "--backend", "auto", "--quantization", "modelopt_fp4",
-                  "--sglang-version", version, "--cuda-version", cuda)
+    rc, out = run(
+        capsys,
+        "--sm",
+        sm,
+        "--backend",
+        "auto",
+        "--quantization",
+        "modelopt_fp4",
+        "--sglang-version",
+        version,
+        "--cuda-version",
+        cuda,
+    )
     assert out.splitlines()[0].startswith(first_line)
     assert rc == (1 if first_line.startswith("sweep point refused") else 0)
     if rc:
         assert "Please use Blackwell and above." in out and "marlin" not in out
+        assert "Minimum capability: 100. Current capability: 90." in out  # the loader's check comes first
+
+
+# ---- the verdicts of issue #30, each against the wheel line that decides it ------------------------------
+BLOCK_FP8_SM120 = ("--sm", "120", "--backend", "auto", "--quantization", "fp8", "--sglang-version", "0.5.9")
+
+
+def test_059_block_fp8_on_sm120_refused_until_a_dense_gemm_backend_is_named(capsys):
+    # 0.5.9 layers/deep_gemm_wrapper/configurer.py:9-25 enables DeepGEMM on SM >= 90; fp8_utils.py:254-272 sends
+    # dense block-FP8 GEMMs to it under --fp8-gemm-backend auto; sgl-kernel 0.3.21's DeepGEMM is SM90/SM100 only
+    rc, out = run(capsys, *BLOCK_FP8_SM120)
+    assert rc == 1 and "s9-fp8-gemm-deepgemm-sm12x" in out
+    assert "Unsupported architecture or scaling factor types" in out and "fp8_utils.py#L254-L272" in out
+    assert "another --moe-runner-backend does not avoid this failure" in out
+    for fix in ("triton", "cutlass"):
+        rc, out = run(capsys, *BLOCK_FP8_SM120, "--flag", f"fp8-gemm-backend={fix}")
+        assert rc == 0 and out.startswith("supported: --moe-runner-backend auto (runs triton)"), out
+    # SGLANG_ENABLE_JIT_DEEPGEMM=0 alone is no fix: auto then takes flashinfer's trtllm groupwise GEMM
+    # (fp8_utils.py:254-272), whose requirement admits capability 100/103 only (flashinfer gemm_base.py:3190)
+    rc, out = run(capsys, *BLOCK_FP8_SM120, "--flag", "fp8-gemm-backend=flashinfer_trtllm")
+    assert rc == 1 and "gemm_fp8_nt_groupwise does not support backend 'trtllm' with capability 120" in out
+
+
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.23"])
+def test_tp_abbreviation_accepted_on_both_versions(capsys, version):
+    # both real parsers accept `--tp 8` (argparse allow_abbrev; the schema probe tp_abbrev exits 0)
+    rc, out = run(
+        capsys,
+        "--sm",
+        "100",
+        "--backend",
+        "flashinfer_trtllm",
+        "--quantization",
+        "modelopt_fp4",
+        "--sglang-version",
+        version,
+        "--cuda-version",
+        "13.0",
+        "--flag",
+        "tp=8",
+        "--json",
+    )
+    verdict = json.loads(out)
+    assert rc == 0 and verdict["status"] == "supported", verdict["reasons"]
+    assert not any(r["rule"] == "flag-schema" for r in verdict["reasons"])
+
+
+def test_ambiguous_prefix_refused_as_the_real_parser_refuses_it(capsys):
+    rc, out = run(
+        capsys, "--sm", "100", "--backend", "triton", "--sglang-version", "0.5.23", "--flag", "cuda-graph-max-bs=64"
+    )
+    assert rc == 1
+    assert (
+        "ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill"
+        in out
+    )
+
+
+def test_0523_against_an_r570_driver_is_refused_with_the_fix(capsys):
+    # 0.5.23's torch 2.14.1 is a CUDA 13.0 build; CUDA 13.x needs R580+ (NVIDIA CUDA minor-version compatibility)
+    smi = SMI / "rtx-pro-6000" / "nvidia-smi-570.172.08.txt"
+    rc, out = run(
+        capsys,
+        "--nvidia-smi",
+        str(smi),
+        "--backend",
+        "flashinfer_cutlass",
+        "--quantization",
+        "modelopt_fp4",
+        "--sglang-version",
+        "0.5.23",
+    )
+    assert rc == 1 and "driver 570.172.08" in out and "s23-driver-cuda13" in out
+    assert "The NVIDIA driver on your system is too old (found version 12080)" in out
+    assert "upgrade the host's driver to R580+" in out and "minor-version-compatibility" in out
+    rc, out = run(
+        capsys,
+        "--sm",
+        "120",
+        "--driver",
+        "580.95.05",
+        "--backend",
+        "flashinfer_cutlass",
+        "--quantization",
+        "modelopt_fp4",
+        "--sglang-version",
+        "0.5.23",
+        "--cuda-version",
+        "13.0",
+    )
+    assert rc == 0 and "s23-driver-cuda13" not in out
+    rc, out = run(
+        capsys,
+        "--sm",
+        "120",
+        "--driver",
+        "570",
+        "--backend",
+        "flashinfer_cutlass",
+        "--quantization",
+        "modelopt_fp4",
+        "--sglang-version",
+        "0.5.9",
+        "--cuda-version",
+        "12.9",
+    )
+    assert rc == 0 and "driver" not in out.split("\n")[0]
+    rc, out = run(capsys, "--sm", "120", "--backend", "triton", "--sglang-version", "0.5.23")
+    assert rc == 0 and "not checked, for lack of the NVIDIA driver version" in out and "s23-driver-cuda13" in out
+
+
+def test_bad_driver_is_bad_input(capsys):
+    assert cli.main(["check", "--sm", "120", "--backend", "triton", "--driver", "R570"]) == 2
+    assert "--driver 'R570': expected an NVIDIA driver version" in capsys.readouterr().err
+
+
+GLM5_SM120 = (
+    "--sm",
+    "120",
+    "--backend",
+    "flashinfer_cutlass",
+    "--quantization",
+    "modelopt_fp4",
+    "--sglang-version",
+    "0.5.9",
+    "--cuda-version",
+    "12.9",
+)
+
+
+def test_glm5_on_sm120_059_needs_attention_backend_flashinfer(capsys, tmp_path):
+    # 0.5.9 server_args.py:1197-1213 gives a DSA model (configs/model_config.py:54-67) `nsa` when no attention
+    # backend is set; nsa's indexer runs DeepGEMM MQA logits (nsa_indexer.py:374-435), SM90/SM100 only there
+    rc, out = run(capsys, *GLM5_SM120, "--model", "zai-org/GLM-5")
+    assert rc == 1 and "s9-dsa-nsa-sm12x" in out and "--attention-backend flashinfer" in out
+    assert "server_args.py#L1197-L1213" in out
+    rc, out = run(
+        capsys,
+        *GLM5_SM120,
+        "--model",
+        "zai-org/GLM-5",
+        "--flag",
+        "attention-backend=flashinfer",
+        "--flag",
+        "nsa-decode-backend=trtllm",
+        "--flag",
+        "nsa-prefill-backend=trtllm",
+    )
+    assert rc == 0 and "s9-dsa" not in out
+    # the same from the model's own config.json; without the nsa trtllm flags the KV layout is a caveat
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"architectures": ["GlmMoeDsaForCausalLM"], "index_topk": 2048}))
+    rc, out = run(capsys, *GLM5_SM120, "--model-config", str(config))
+    assert rc == 1 and "s9-dsa-nsa-sm12x" in out
+    rc, out = run(capsys, *GLM5_SM120, "--model-config", str(config), "--flag", "attention-backend=flashinfer")
+    assert rc == 0 and "s9-dsa-flashinfer-nsa-kv-layout" in out
+    # a DeepSeek V3 (no index_topk: no DSA) and an unknown model are not refused; the latter is warned about
+    assert run(capsys, *GLM5_SM120, "--model", "deepseek-ai/DeepSeek-V3")[0] == 0
+    rc, out = run(capsys, *GLM5_SM120)
+    assert rc == 0 and "not checked, for lack of the model's architecture" in out
+
+
+def test_model_inputs_are_checked(capsys, tmp_path):
+    assert cli.main(["check", *GLM5_SM120, "--model", "acme/unknown"]) == 2
+    err = capsys.readouterr().err
+    assert "not in the knowledge base's model table" in err and "zai-org/GLM-5" in err and "--model-config" in err
+    bad = tmp_path / "config.json"
+    bad.write_text('{"model_type": "x"}')
+    assert cli.main(["check", *GLM5_SM120, "--model-config", str(bad)]) == 2
+    assert "no `architectures` list" in capsys.readouterr().err

@@ -66,6 +66,8 @@ def test_refuses_trtllm_nvfp4_on_h200_sm90():
     # sglang 0.5.9 has no marlin choice and no W4A16 fallback: the launch dies in ModelOptNvFp4FusedMoEMethod
     assert res["failed"] and res["sm"] == "sm90" and "Please use Blackwell and above." in res["msg"]
     assert "marlin" not in res["msg"]
+    # what the launch prints first: the model loader's capability check (0.5.9 model_loader/loader.py:222-242)
+    assert "Minimum capability: 100. Current capability: 90." in res["msg"]
 
 
 def test_force_overrides_and_is_recorded():
@@ -153,3 +155,31 @@ def test_ansible_doc_renders(name):
     )
     doc = json.loads(out.stdout)[f"moesweep.sweep.{name}"]
     assert doc["doc"]["module"] == name and doc["examples"] and doc["return"]
+
+
+def test_model_from_the_model_path_or_its_config_decides_the_attention_rules():
+    # 0.5.9 gives a DSA model `nsa` when no attention backend is set (server_args.py:1197-1213), SM90/SM100 only
+    base = {"backend": "flashinfer_cutlass", "quantization": "modelopt_fp4", "sglang_version": "0.5.9",
+            "gpu_facts": SM120, "environment": {"FLASHINFER_CUDA_ARCH_LIST": "12.0f"}}
+    res = run_action(dict(base, flags={"model-path": "lukealonso/GLM-5-NVFP4", "tp": 8}))
+    assert res["failed"] and "s9-dsa-nsa-sm12x" in res["msg"] and "--attention-backend flashinfer" in res["msg"]
+    assert "--tp-size" in res["launch"]["argv"]
+    ok = run_action(dict(base, flags={"model-path": "lukealonso/GLM-5-NVFP4", "attention-backend": "flashinfer",
+                                      "nsa-decode-backend": "trtllm", "nsa-prefill-backend": "trtllm"}))
+    assert not ok.get("failed") and ok["verdict"] in ("supported", "caveat")
+    config = {"architectures": ["GlmMoeDsaForCausalLM"], "index_topk": 2048}
+    res = run_action(dict(base, flags={"model-path": "/models/glm5"}, model_config=config))
+    assert res["failed"] and "s9-dsa-nsa-sm12x" in res["msg"]
+    unknown = run_action(dict(base, flags={"model-path": "/models/glm5"}))
+    assert not unknown.get("failed")
+    assert any("for lack of the model's architecture" in w for w in unknown["preflight_warnings"])
+
+
+def test_driver_of_the_host_gates_the_0523_stack():
+    args = {"backend": "triton", "sglang_version": "0.5.23", "gpu_facts": dict(SM90_H200, driver_version="570.172.08",
+                                                                              driver_cuda_version="12.8")}
+    res = run_action(args)
+    assert res["failed"] and "s23-driver-cuda13" in res["msg"] and "found version 12080" in res["msg"]
+    assert "R580" in res["msg"]
+    args["gpu_facts"] = dict(SM90_H200, driver_version="580.159.04", driver_cuda_version="13.0")
+    assert not run_action(args).get("failed")

@@ -117,8 +117,14 @@ def test_unsupported_rules_name_stage_and_error():
 def test_citations_are_public_primary_sources_and_no_internal_keys_reach_users():
     for key, url in KB["sources"].items():
         assert url.startswith("https://"), key
-        assert re.match(r"^https://github\.com/[^/]+/[^/]+/(blob/(v\d|[0-9a-f]{40})|issues/|pull/)", url) or re.match(
-            r"^https://(github\.com/[^/]+/[^/#]+#|docs\.nvidia\.com/)", url
+        assert (
+            re.match(r"^https://github\.com/[^/]+/[^/]+/(blob/(v\d|[0-9a-f]{40})|issues/|pull/)", url)
+            or re.match(r"^https://(github\.com/[^/]+/[^/#]+#|docs\.nvidia\.com/)", url)
+            # a model's own config.json (the primary source of its architecture), for the models table only
+            or (
+                key.startswith("hf.")
+                and re.match(r"^https://huggingface\.co/[^/]+/[^/]+/blob/[^/]+/config\.json$", url)
+            )
         ), (key, url)
     # citations users cannot open: the old internal abbreviations, pointers to a notes file outside the repo
     # ("facts" + section sign), a machine's own paths (written in pieces: this file is searched for them too)
@@ -185,9 +191,11 @@ def test_auto_nvfp4_on_sm120_runs_sgl_kernel_cutlass_on_059_and_flashinfer_cutla
 def test_auto_nvfp4_on_sm90_is_refused_on_059_and_marlin_on_0523():
     old = ev("auto", version="0.5.9", facts=SM90)
     assert old["status"] == "unsupported"
-    assert (
-        old["error"]
-        == "ValueError: Current platform does not support NVFP4 quantization. Please use Blackwell and above."
+    # the model loader refuses first (0.5.9 model_loader/loader.py:222-242, ModelOptFp4Config.get_min_capability
+    # 100), before ModelOptNvFp4FusedMoEMethod's "Please use Blackwell" could
+    assert old["error"] == (
+        "ValueError: The quantization method modelopt_fp4 is not supported for the current GPU. "
+        "Minimum capability: 100. Current capability: 90."
     )
     assert "marlin" not in compat.format_refusal(old)
     new = ev("auto", version="0.5.23", facts=SM90)
@@ -236,7 +244,10 @@ def test_h200_without_cuda_toolkit_warns_for_jit_backends_only():
 
 def test_triton_on_sm121_with_059_needs_a_newer_ptxas():
     sm121 = {"sm": "sm121", "cuda_toolkit": {"release": "12.9"}}
-    v = ev("triton", quant="fp8", version="0.5.9", facts=sm121)
+    # dense block-FP8 GEMMs on Triton too (under the default auto they die in DeepGEMM first: see
+    # test_059_block_fp8_on_sm12x_needs_a_dense_gemm_backend)
+    triton_gemm = {"fp8-gemm-backend": "triton"}
+    v = ev("triton", quant="fp8", version="0.5.9", facts=sm121, **triton_gemm)
     assert v["status"] == "unsupported" and "sm_121a" in v["error"]
     assert (
         ev(
@@ -245,6 +256,7 @@ def test_triton_on_sm121_with_059_needs_a_newer_ptxas():
             version="0.5.9",
             facts=sm121,
             env={"TRITON_PTXAS_PATH": "/usr/local/cuda-12.9/bin/ptxas"},
+            **triton_gemm,
         )["status"]
         == "supported"
     )
@@ -356,3 +368,125 @@ def test_refusal_names_backend_sm_error_source_and_alternatives():
         and "source: https://github.com/flashinfer-ai/flashinfer/blob/v0.7.2/" in msg
     )
     assert "compatible alternatives: auto (-> flashinfer_cutlass)" in msg
+
+
+# ------------------------------------------------------------------------------ cells the code decides at startup
+@pytest.mark.parametrize("quant", ["modelopt_fp8", "w8a8_fp8", "mxfp4"])
+@pytest.mark.parametrize("sm", ["sm90", "sm100", "sm120"])
+def test_0523_trtllm_routed_asserts_its_quantization(quant, sm):
+    # 0.5.23 arg_groups/moe_hook.py:137-148: ServerArgs asserts the quantization before any process spawns
+    v = ev("flashinfer_trtllm_routed", quant=quant, version="0.5.23", facts={"sm": sm, "driver_version": "580.1"})
+    assert (v["status"], v["stage"]) == ("unsupported", "server_args")
+    assert v["error"].startswith(f"AssertionError: Invalid quantization '{quant}'.")
+    assert "moe_hook.py#L137-L148" in compat.format_refusal(v)
+    fp8 = ev("flashinfer_trtllm_routed", quant="fp8", version="0.5.23", facts={"sm": sm})
+    assert not any(r["rule"] == "s23-flashinfer-trtllm-routed-quant" for r in fp8["reasons"])
+
+
+def test_059_modelopt_fp8_runs_the_triton_runner_whatever_the_backend():
+    # 0.5.9 modelopt_quant.py:791-795: ModelOptFp8MoEMethod.create_moe_runner builds TRITON for every backend
+    assert (ev("triton", quant="modelopt_fp8")["status"], ev("auto", quant="modelopt_fp8")["effective_backend"]) == (
+        "supported",
+        "triton",
+    )
+    v = ev("cutlass", quant="modelopt_fp8", facts=SM90)
+    assert (v["status"], v["effective_backend"]) == ("caveat", "triton")
+    sm121 = ev("triton", quant="modelopt_fp8", facts={"sm": "sm121", "cuda_toolkit": {"release": "12.9"}})
+    assert sm121["status"] == "unsupported" and "sm_121a" in sm121["error"]
+
+
+def test_0523_allreduce_fusion_fails_at_kernel_warmup_before_the_moe():
+    # 0.5.23 model_executor/runner/base_runner.py:257-299: the allreduce workspace is set up at kernel warm-up,
+    # after the weights and the KV cache, before flashinfer autotune (where trtllm's cubin check would fail)
+    facts = dict(SM120_KVM, cuda_toolkit={"release": "13.0"})
+    v = ev("flashinfer_trtllm", version="0.5.23", facts=facts, **{"enable-flashinfer-allreduce-fusion": True})
+    assert (v["stage"], v["error"]) == (
+        "first_forward",
+        "ValueError: FlashInfer allreduce fusion requires SM90 or SM10X NVIDIA GPUs.",
+    )
+    assert any("cubin manifest" in (r["error"] or "") for r in v["reasons"])
+
+
+def test_059_nvfp4_on_sm90_fails_in_the_model_loader_first():
+    # 0.5.9 model_loader/loader.py:222-242 with ModelOptFp4Config.get_min_capability() == 100
+    v = ev("flashinfer_cutlass", version="0.5.9", facts=SM90)
+    assert (v["stage"], v["error"]) == (
+        "model_init",
+        "ValueError: The quantization method modelopt_fp4 is not supported for the current GPU. "
+        "Minimum capability: 100. Current capability: 90.",
+    )
+    assert "loader.py#L222-L242" in compat.format_refusal(v)
+
+
+@pytest.mark.parametrize("version", PINNED)
+def test_w8a8_fp8_runs_the_triton_runner_whatever_the_backend(version):
+    # W8A8FP8MoEMethod.create_moe_runner: MoeRunner(TRITON) (0.5.9 w8a8_fp8.py:283-305, 0.5.23 :282-307)
+    facts = {"sm": "sm90", "driver_version": "580.1", "cuda_toolkit": {"release": "13.0"}}
+    v = ev("auto", quant="w8a8_fp8", version=version, facts=facts)
+    assert (v["status"], v["effective_backend"]) == ("supported", "triton")
+    assert ev("triton", quant="w8a8_fp8", version=version, facts=facts)["status"] == "supported"
+    # ServerArgs refuses it for flashinfer_cutlass before any process spawns
+    assert ev("flashinfer_cutlass", quant="w8a8_fp8", version=version, facts=facts)["stage"] == "server_args"
+    if version == "0.5.23":
+        hpc = ev("hpc_ops", quant="w8a8_fp8", version=version, facts=facts)
+        assert hpc["status"] == "unsupported" and "selected the 'triton' runner" in hpc["error"]
+    else:
+        cutlass = ev("cutlass", quant="w8a8_fp8", version=version, facts=facts)
+        assert (cutlass["status"], cutlass["effective_backend"]) == ("caveat", "triton")
+
+
+def test_models_and_launch_sections_are_validated():
+    broken = copy.deepcopy(KB)
+    broken["models"].append({"id": "acme/x", "architecture": "X", "cite": ["no-such-source"]})
+    broken["models"].append({"id": "acme/y", "arch": "Y"})
+    broken["launch"][0].pop("sglang")
+    problems = compat.kb_problems(broken)
+    assert any("acme/x" in p and "needs cite" in p for p in problems)
+    assert any("needs id and architecture" in p for p in problems)
+    assert any(broken["launch"][0]["id"] in p and "both bounds" in p for p in problems)
+
+
+def test_model_table_and_config_agree_on_dsa():
+    assert compat.known_model(KB, "zai-org/GLM-5")["architecture"] == "GlmMoeDsaForCausalLM"
+    assert compat.known_model(KB, "/data/hf/lukealonso/GLM-5-NVFP4")["id"] == "lukealonso/GLM-5-NVFP4"
+    assert compat.known_model(KB, "GLM-5") is None  # an id needs its organisation
+    glm5 = compat.model_facts({"architectures": ["GlmMoeDsaForCausalLM"], "index_topk": 2048})
+    assert compat.is_dsa(glm5, "0.5.9") and compat.is_dsa(glm5, "0.5.23")
+    # DeepSeek V3 shares the architecture list but has no index_topk: no DSA (model_config.py:54-67)
+    assert not compat.is_dsa(compat.model_facts({"architectures": ["DeepseekV3ForCausalLM"]}), "0.5.9")
+    # GLM-5 NextN names are DSA only from 0.5.23's list (model_config.py:191-211)
+    nextn = compat.model_facts({"architectures": ["GlmMoeDsaForCausalLMNextN"], "index_topk": 2048})
+    assert not compat.is_dsa(nextn, "0.5.9") and compat.is_dsa(nextn, "0.5.23")
+    assert compat.is_dsa({}, "0.5.9") is None
+
+
+def test_missing_optional_facts_are_warned_only_where_they_would_matter():
+    sm90 = ev("flashinfer_trtllm", quant="fp8", version="0.5.9", facts=SM90)
+    assert not any("s9-dsa-nsa-sm12x" in w for w in sm90["warnings"])  # the rule is for SM12x only
+    sm120 = ev("flashinfer_cutlass", version="0.5.9")
+    assert any("s9-dsa-nsa-sm12x" in w and "model's architecture" in w for w in sm120["warnings"])
+    told = compat.evaluate(
+        {
+            "backend": "flashinfer_cutlass",
+            "quantization": "modelopt_fp4",
+            "sglang_version": "0.5.9",
+            "flags": {
+                "attention-backend": "flashinfer",
+                "nsa-decode-backend": "trtllm",
+                "nsa-prefill-backend": "trtllm",
+            },
+            "model": "zai-org/GLM-5",
+        },
+        dict(SM120_KVM, driver_version="570.172.08"),
+        KB,
+    )
+    assert not any(w.startswith("not checked") for w in told["warnings"]), told["warnings"]
+
+
+@pytest.mark.parametrize("version", PINNED)
+def test_rules_see_flags_under_any_spelling_the_parser_accepts(version):
+    # --ep and --expert-parallel-size are aliases of --ep-size, `ep-si` an argparse abbreviation of it: the cutlass
+    # fp8 ep-size rule applies under each
+    for spelling in ("ep-size", "ep", "expert-parallel-size", "ep-si"):
+        v = ev("cutlass", quant="fp8", version=version, facts=SM90, **{spelling: 8})
+        assert v["status"] == "unsupported" and "ep_size == 1" in v["error"], spelling

@@ -4,7 +4,9 @@ environment rendered with secrets left out, and variables that contradict a poin
 from __future__ import annotations
 
 import pytest
-from ansible_collections.moesweep.sweep.plugins.plugin_utils import launch
+import yaml
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import compat, launch
+from helpers.paths import REPO
 
 OVERLAYS = {
     "flashinfer_cutlass": {"flags": {"moe-runner-backend": "flashinfer_cutlass"}},
@@ -99,3 +101,60 @@ def test_public_bind_without_a_key_is_a_warning():
     result, failed = preflight.run_preflight({"backend": "triton", "sglang_version": "0.5.9",
                                               "flags": {"model-path": "m", "host": "0.0.0.0", "port": 8000}})
     assert not failed and any("all interfaces" in w for w in result["preflight_warnings"])
+
+
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.23"])
+def test_abbreviations_are_planned_under_the_option_they_stand_for(version):
+    # `--tp 8` as the reference launch line types it: both real parsers accept it (argparse prefix matching,
+    # schema probe tp_abbrev exit 0); the unit and the plan carry --tp-size
+    flags = {k: v for k, v in FLAGS.items() if k != "tp-size"}
+    p = plan(sglang_version=version, flags=dict(flags, tp=8), extra_flags={"mem-frac": 0.9})
+    assert p["flag_errors"] == [] and p["flags"]["tp-size"] == 8 and "tp" not in p["flags"]
+    assert p["flags"]["mem-fraction-static"] == 0.9
+    assert "--tp-size" in p["argv"] and "--tp" not in p["argv"]
+    # an extra flag overrides a common one whatever spelling either uses
+    assert plan(sglang_version=version, extra_flags={"tp": 4})["flags"]["tp-size"] == 4
+    # an abbreviated backend flag is the backend flag: it may not contradict the point's name
+    with pytest.raises(launch.LaunchError, match="would run --moe-runner-backend triton"):
+        plan(sglang_version=version, backend="flashinfer_cutedsl", extra_flags={"moe-runner": "triton"})
+
+
+def test_ambiguous_abbreviation_is_refused_like_the_real_parser():
+    p = plan(sglang_version="0.5.23", extra_flags={"cuda-graph-max-bs": 64})
+    assert p["flag_errors"] == [
+        "ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill"]
+    with pytest.raises(launch.LaunchError, match="sglang_server_api_key"):
+        plan(extra_flags={"api-k": "s3cret"})
+
+
+ROLE = yaml.safe_load((REPO / "roles" / "sglang_server" / "defaults" / "main.yml").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.23"])
+def test_role_defaults_launch_every_pinned_version(version):
+    """The role's default launch line parses on both pinned versions (0.5.23 refuses --nsa-*-backend and the
+    ambiguous --cuda-graph-max-bs: schema probes nsa_backends / cuda_graph_max_bs exit 2) and is not refused by the
+    knowledge base for GLM-5-NVFP4 on the reference host (SM120, a driver the stack supports)."""
+    p = launch.plan({"backend": ROLE["sglang_server_backend"], "flags": ROLE["sglang_server_flags"],
+                     "version_flags": ROLE["sglang_server_version_flags"],
+                     "backends": ROLE["sglang_server_backends"], "sglang_version": version, "venv": "/opt/v"})
+    assert p["flag_errors"] == []
+    spelled = {"0.5.9": ("--nsa-decode-backend", "--cuda-graph-max-bs"),
+               "0.5.23": ("--dsa-decode-backend", "--cuda-graph-max-bs-decode")}[version]
+    assert all(flag in p["argv"] for flag in spelled)
+    kb = compat.load_kb()
+    point = {"backend": p["backend"], "quantization": p["flags"]["quantization"], "sglang_version": version,
+             "flags": {k: v for k, v in p["flags"].items() if k not in ("moe-runner-backend", "quantization")},
+             "environment": {"FLASHINFER_CUDA_ARCH_LIST": "12.0f"}, "model": p["flags"]["model-path"]}
+    facts = {"sm": "sm120", "gpu_count": 8, "driver_version": "580.95.05", "cuda_toolkit": {"release": "13.0"}}
+    verdict = compat.evaluate(point, facts, kb)
+    assert verdict["status"] in ("supported", "caveat"), compat.format_refusal(verdict)
+    assert not any("not checked" in w for w in verdict["warnings"])
+
+
+def test_version_flags_must_name_known_versions():
+    with pytest.raises(launch.LaunchError, match=r"names sglang 0.5, which moesweep has no flag schema"):
+        plan(version_flags={0.5: {"tp-size": 8}})
+    with pytest.raises(launch.LaunchError, match="must be a flag mapping"):
+        plan(version_flags={"0.5.9": ["tp-size"]})
+    assert plan(version_flags={"0.5.23": {"nope": 1}})["flag_errors"] == []  # another version's flags stay out

@@ -294,10 +294,65 @@ def test_nsa_trtllm_valid_on_0_5_9(s9):
     assert sf.validate_flags(s9, {"nsa-decode-backend": "trtllm", "nsa-prefill-backend": "trtllm"}) == []
 
 
-def test_abbreviation_refused_by_default(schema):
-    (err,) = sf.validate_flags(schema, {"tp": 8})
+def test_abbreviation_refused_in_strict_mode(schema):
+    (err,) = sf.validate_flags(schema, {"tp": 8}, allow_abbrev=False)
     assert "--tp is only an abbreviation of --tp-size" in err and "'tp-size'" in err
     assert sf.validate_flags(schema, {"tp": 8}, allow_abbrev=True) == []
+
+
+def test_abbreviation_accepted_as_the_real_parser_accepts_it(schema):
+    # both real parsers keep argparse's allow_abbrev=True, and exit 0 on `--tp 8` (the recorded probes)
+    assert schema["allow_abbrev"] is True and schema["probes"]["tp_abbrev"]["exit_status"] == 0
+    assert sf.validate_flags(schema, {"tp": 8}) == []
+    assert sf.render_argv(schema, {"tp": 8, "trust-remote": True}) == ["--tp-size", "8", "--trust-remote-code"]
+
+
+def test_ambiguous_prefix_refused_by_default_with_argparse_text(s9, s23):
+    probe = s23["probes"]["cuda_graph_max_bs"]
+    (err,) = sf.validate_flags(s23, {"cuda-graph-max-bs": 64})
+    assert probe["exit_status"] == 2 and probe["error_line"] == f"{s23['prog']}: error: {err}"
+    assert sf.validate_flags(s9, {"cuda-graph-max-bs": 64}) == []  # an exact option there
+
+
+def _probe_flags(argv):
+    """A probe's argv after --model-path as a flag dict (None where it is not one: a bare option's value)."""
+    flags, args = {}, list(argv)
+    while args:
+        token = args.pop(0)
+        if not token.startswith("--"):
+            return None
+        name, eq, value = token[2:].partition("=")
+        if eq:
+            flags[name] = value
+        elif args and not args[0].startswith("--"):
+            flags[name] = args.pop(0)
+        else:
+            flags[name] = True
+    return flags
+
+
+def test_validate_flags_agrees_with_every_recorded_real_parse(schema):
+    """Each probe the real parser ran (exit 0 or 2): validate_flags accepts exactly those it accepted."""
+    checked = 0
+    for name, probe in schema["probes"].items():
+        flags = _probe_flags(probe["argv"])
+        if not flags or name in ("bool_with_value", "missing_value"):
+            continue  # the flag dict cannot say `--x=yes` for a flag, nor a valued option without its value
+        errors = sf.validate_flags(schema, flags)
+        assert (errors == []) == (probe["exit_status"] == 0), (name, errors)
+        checked += 1
+    assert checked >= 8
+
+
+def test_canonical_flags_write_the_option_an_abbreviation_stands_for(s9, s23):
+    flags = {"tp": 8, "trust-remote-code": True, "mem-frac": 0.9, "tensor-parallel-size": None}
+    assert list(sf.canonical_flags(s9, {"tp": 8, "mem-frac": 0.9})) == ["tp-size", "mem-fraction-static"]
+    # an alias stays as written; two names of one option stay apart so validate_flags reports them
+    assert sf.canonical_flags(s23, flags) == {"tp": 8, "trust-remote-code": True, "mem-fraction-static": 0.9,
+                                              "tensor-parallel-size": None}
+    assert "set the same option" in sf.validate_flags(s23, sf.canonical_flags(s23, flags))[0]
+    # unknown and ambiguous names are kept for validate_flags to refuse
+    assert sf.canonical_flags(s23, {"cuda-graph-max-bs": 64, "nope": 1}) == {"cuda-graph-max-bs": 64, "nope": 1}
 
 
 def test_ambiguous_key(s23):
@@ -380,7 +435,9 @@ def test_render_refuses_invalid(s23):
     with pytest.raises(sf.SchemaError, match="nsa-decode-backend"):
         sf.render_argv(s23, {"nsa-decode-backend": "trtllm"})
     with pytest.raises(sf.SchemaError, match="abbreviation"):
-        sf.render_argv(s23, {"tp": 8})
+        sf.render_argv(s23, {"tp": 8}, allow_abbrev=False)
+    with pytest.raises(sf.SchemaError, match="ambiguous option: --cuda-graph-max-bs"):
+        sf.render_argv(s23, {"cuda-graph-max-bs": 64})
 
 
 def test_render_boolean_optional(s23):
