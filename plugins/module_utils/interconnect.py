@@ -144,7 +144,8 @@ def parse_all_reduce_perf(text):
         redop = None
         if _number(rest[0]) is None:
             redop, rest = rest[0], rest[1:]
-        has_root = root if root is not None else len(rest) >= 9
+        # without a header: nine figures (or an all-reduce's root, -1, before fewer) mean a root column
+        has_root = root if root is not None else (len(rest) >= 9 or (len(rest) < 8 and rest[0] == "-1"))
         if has_root:
             rest = rest[1:]
         if len(rest) < 3:

@@ -10,7 +10,8 @@ nccl-tests' all_reduce_perf table (https://github.com/NVIDIA/nccl-tests, src/com
 either:
 
 * time: microseconds per all-reduce, averaged over the timed operations, the slowest rank's (an all-reduce ends when
-  every rank has its result);
+  every rank has its result); torch.distributed.all_reduce reduces in place, so the out-of-place and in-place column
+  groups hold the same measurement;
 * algbw = size / time (GB/s); busbw = algbw x 2 (n - 1) / n (nccl-tests doc/PERFORMANCE.md, AllReduce).
 
 It also prints ``# P2P GPUi -> GPUj: yes|no`` for every ordered pair (torch.cuda.can_device_access_peer) and stops
@@ -47,6 +48,18 @@ def _time_text(us):
     return "%7.1f" % us if us >= 100.0 else "%7.2f" % us
 
 
+def _nccl_version(torch):
+    """NCCL's version as 2.27.3: torch.cuda.nccl.version() is a tuple in torch 2.x, an int (22703) in older ones."""
+    try:
+        v = torch.cuda.nccl.version()
+    except (AttributeError, RuntimeError):
+        return "unknown"
+    if isinstance(v, int):
+        return "%d.%d.%d" % (v // 10000, v // 100 % 100, v % 100) if v >= 10000 else "%d.%d.%d" % (
+            v // 1000, v // 100 % 10, v % 100)
+    return ".".join(str(x) for x in v)
+
+
 def _worker(rank, world, port, args, started):
     import torch
     import torch.distributed as dist
@@ -57,7 +70,7 @@ def _worker(rank, world, port, args, started):
     elem = torch.tensor([], dtype=dtype).element_size()
     out = sys.stdout
     if rank == 0:
-        nccl = ".".join(str(v) for v in torch.cuda.nccl.version()) if hasattr(torch.cuda, "nccl") else "unknown"
+        nccl = _nccl_version(torch)
         out.write("# moesweep allreduce_perf (torch %s, torch.distributed over NCCL), nccl-tests' all_reduce_perf "
                   "columns\n" % torch.__version__)
         out.write("# nThread 1 nGpus 1 minBytes %d maxBytes %d step: 2(factor) warmup iters: %d iters: %d agg iters: 1 "
@@ -78,6 +91,7 @@ def _worker(rank, world, port, args, started):
                 if a != b:
                     out.write("# P2P GPU%d -> GPU%d: %s\n" % (a, b, "yes" if torch.cuda.can_device_access_peer(a, b)
                                                              else "no"))
+        out.write("# torch.distributed.all_reduce reduces in place: both column groups hold that one measurement\n")
         out.write("#\n#" + " " * 62 + "out-of-place" + " " * 23 + "in-place\n")
         out.write("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   "
                   "algbw   busbw #wrong\n")
@@ -94,28 +108,23 @@ def _worker(rank, world, port, args, started):
         if int(flag.item()) == 0:
             break
         count = size // elem
-        buf = torch.ones(count, dtype=dtype, device="cuda")
-        results = []
-        for _place in (0, 1):
-            src = buf if _place else buf.clone()
-            for _ in range(args.warmup):
-                dist.all_reduce(src)
-            torch.cuda.synchronize()
-            dist.barrier()
-            t0 = time.perf_counter()
-            for _ in range(args.iters):
-                dist.all_reduce(src)
-            torch.cuda.synchronize()
-            us = torch.tensor([(time.perf_counter() - t0) * 1e6 / args.iters], dtype=torch.float64, device="cuda")
-            dist.all_reduce(us, op=dist.ReduceOp.MAX)
-            t_us = float(us.item())
-            algbw = (size / 1e9) / (t_us / 1e6)
-            results.append((t_us, algbw, algbw * factor))
+        buf = torch.zeros(count, dtype=dtype, device="cuda")  # sums of zeros stay finite however often
+        for _ in range(args.warmup):
+            dist.all_reduce(buf)
+        torch.cuda.synchronize()
+        dist.barrier(device_ids=[rank])
+        t0 = time.perf_counter()
+        for _ in range(args.iters):
+            dist.all_reduce(buf)
+        torch.cuda.synchronize()
+        us = torch.tensor([(time.perf_counter() - t0) * 1e6 / args.iters], dtype=torch.float64, device="cuda")
+        dist.all_reduce(us, op=dist.ReduceOp.MAX)
+        t_us = float(us.item())
+        algbw = (size / 1e9) / (t_us / 1e6)
         if rank == 0:
-            (t1, a1, b1), (t2, a2, b2) = results
-            busbws.append(b1)
-            out.write("%12d  %12d  %8s  %6s  %6d  %s  %6.2f  %6.2f    N/A  %s  %6.2f  %6.2f    N/A\n"
-                      % (size, count, args.dtype, "sum", -1, _time_text(t1), a1, b1, _time_text(t2), a2, b2))
+            busbws.append(algbw * factor)
+            fig = "%s  %6.2f  %6.2f    N/A" % (_time_text(t_us), algbw, algbw * factor)
+            out.write("%12d  %12d  %8s  %6s  %6d  %s  %s\n" % (size, count, args.dtype, "sum", -1, fig, fig))
             out.flush()
         del buf
     if rank == 0:
