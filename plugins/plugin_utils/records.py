@@ -13,6 +13,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import copy
 import datetime
 import difflib
 import hashlib
@@ -417,7 +418,7 @@ def build_point_record(ctx):
     benchmark = ctx.get("benchmark") or {}
     preflight = ctx.get("preflight") or {}
     launch = ctx.get("launch") or {}
-    annotate_interconnect(benchmark, ctx.get("interconnect"), launch)
+    benchmark = annotate_interconnect(benchmark, ctx.get("interconnect"), launch)
     status, cause = point_status(ctx.get("failed_stage"), ctx.get("failed_result"), readiness, smoke, benchmark,
                                  preflight)
     started = ctx.get("started")
@@ -476,14 +477,16 @@ def interconnect_key(launch):
 
 
 def annotate_interconnect(benchmark, measured, launch):
-    """Each ok level's all-reduce share of the decode step, and the verdict interconnect_bound where it dominates
-    (module_utils/interconnect.py), from the host's measurement under this point's NCCL environment."""
+    """A copy of ``benchmark`` whose ok levels have their all-reduce share of the decode step, and the verdict
+    interconnect_bound where it dominates (module_utils/interconnect.py), from the host's measurement under this
+    point's NCCL environment; ``benchmark`` itself as it was without a measurement. A copy: the record is built more
+    than once from the same stage results (the restore's stop decision builds it first)."""
     if not measured or not (benchmark or {}).get("levels"):
-        return
+        return benchmark
     flags = (launch or {}).get("flags") or {}
     _key, _env, ranks = interconnect_key(launch)
-    interconnect.annotate_levels(benchmark, measured, measured.get("model"), ranks,
-                                 max_batch=flags.get("max-running-requests"))
+    return interconnect.annotate_levels(copy.deepcopy(benchmark), measured, measured.get("model"), ranks,
+                                        max_batch=flags.get("max-running-requests"))
 
 
 def read_interconnect(path):
