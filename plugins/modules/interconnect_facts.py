@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 ---
 module: interconnect_facts
 short_description: Measure all-reduce latency, bus bandwidth and P2P access across the GPUs of a TP group
-version_added: "0.2.0"
+version_added: "0.1.0"
 description:
   - Runs a measuring program across the first O(ngpus) visible GPUs under the unit's NCCL environment (the
     C(NCCL_*), C(CUDA_VISIBLE_DEVICES) and C(CUDA_DEVICE_ORDER) entries of O(environment)) and returns its
