@@ -265,8 +265,30 @@ def _bytes_text(n):
     return "%d B" % n
 
 
+def what_would_change(measurement, flags, latency):
+    """What would take the all-reduce time down, for this measurement and launch (``flags``), each with its source."""
+    p2p = measurement.get("p2p") or []
+    denied = [p for p in p2p if not p["access"]]
+    out = []
+    if denied:
+        out.append("P2P: %d of %d GPU pairs have no peer access, so NCCL moves every all-reduce through host memory "
+                   "(%.1f us here at the decode size); with P2P on a PCIe switch 8 GPUs all-reduce small messages in "
+                   "~24 us (https://github.com/voipmonitor/rtx6kpro/blob/master/hardware/pcie-bandwidth.md, 'Custom "
+                   "Allreduce vs NCCL', NCCL column): the VM's IOMMU / ACS settings and NCCL_P2P_LEVEL decide it"
+                   % (len(denied), len(p2p), latency))
+    custom = ("sglang's custom all-reduce (one kernel for small messages) runs only on 2 GPUs, or on 4, 6 or 8 fully "
+              "NVLink-connected ones with P2P (sglang 0.5.9 python/sglang/srt/distributed/device_communicators/"
+              "custom_all_reduce.py:108-163)")
+    if (flags or {}).get("disable-custom-all-reduce"):
+        custom += "; this launch turns it off (--disable-custom-all-reduce)"
+    out.append(custom)
+    out.append("a smaller TP size all-reduces over fewer GPUs (fewer ring steps, 2(n-1)/n of the bytes per link) "
+               "and not at all at TP 1, if the model fits the GPUs' memory")
+    return out
+
+
 def estimate(measurement, model, concurrency, itl_ms, tp_size, max_batch=None, per_layer=2, bytes_per_element=2,
-             share_min=DEFAULT_SHARE_MIN):
+             share_min=DEFAULT_SHARE_MIN, flags=None):
     """The all-reduce cost of a decode step at one benchmark level.
 
     ``measurement``: a parsed table (``parse_all_reduce_perf``) with ``ranks``; ``model``: ``model_dims``;
@@ -309,20 +331,14 @@ def estimate(measurement, model, concurrency, itl_ms, tp_size, max_batch=None, p
         evidence.append("P2P: %d of %d GPU pairs without peer access" % (len(denied), len(p2p)) if denied
                         else "P2P: every GPU pair has peer access")
     verdict = "interconnect_bound" if share >= share_min else None
-    changes = [
-        "peer-to-peer access between the GPUs (NCCL_P2P_LEVEL, a VM's ACS / IOMMU settings) and sglang's custom "
-        "all-reduce (without --disable-custom-all-reduce) take small all-reduces from tens of microseconds to single "
-        "digits (https://github.com/voipmonitor/rtx6kpro/blob/master/hardware/pcie-bandwidth.md, 'Custom Allreduce vs "
-        "NCCL')",
-        "a smaller TP size needs fewer GPUs per all-reduce (2(n-1)/n of the bytes cross each link) or none at TP 1",
-    ]
+    changes = what_would_change(measurement, flags, lat)
     return {"verdict": verdict, "share": share, "allreduce_ms": total_ms, "count": count, "message_bytes": size,
             "latency_us": lat, "batch": batch, "itl_ms": itl_ms, "ranks": ranks, "evidence": evidence,
             "changes": changes, "share_min": share_min}
 
 
 def annotate_levels(benchmark, measurement, model, tp_size, max_batch=None, share_min=DEFAULT_SHARE_MIN,
-                    itl_key="median_itl_ms"):
+                    itl_key="median_itl_ms", flags=None):
     """Add each ok level's ``estimate`` to its diagnosis (``diagnosis.interconnect``); a level whose share reaches
     ``share_min`` gets the verdict ``interconnect_bound`` (the telemetry's verdict kept as ``telemetry_verdict``, its
     evidence after the all-reduce lines). A level whose GPU state was invalid keeps that verdict. Returns the
@@ -333,7 +349,7 @@ def annotate_levels(benchmark, measurement, model, tp_size, max_batch=None, shar
         figures = level.get("figures") or {}
         itl = figures.get(itl_key) or figures.get("mean_itl_ms")
         est = estimate(measurement, model, level.get("concurrency") or 1, itl, tp_size, max_batch=max_batch,
-                       share_min=share_min)
+                       share_min=share_min, flags=flags)
         diag = level.get("diagnosis")
         if not isinstance(diag, dict):
             diag = level["diagnosis"] = {"verdict": "unknown", "evidence": []}

@@ -486,7 +486,7 @@ def annotate_interconnect(benchmark, measured, launch):
     flags = (launch or {}).get("flags") or {}
     _key, _env, ranks = interconnect_key(launch)
     return interconnect.annotate_levels(copy.deepcopy(benchmark), measured, measured.get("model"), ranks,
-                                        max_batch=flags.get("max-running-requests"))
+                                        max_batch=flags.get("max-running-requests"), flags=flags)
 
 
 def read_interconnect(path):

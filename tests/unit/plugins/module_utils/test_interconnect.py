@@ -116,7 +116,19 @@ def test_glm5_decode_at_c64_on_eight_pcie_gpus_without_p2p_is_interconnect_bound
     assert est["verdict"] == "interconnect_bound"
     assert est["evidence"][0].startswith("157 all-reduces x 209.9 us = 32.9 ms of a 105.0 ms decode step (31 %)")
     assert "768 KiB each (hidden 6144 x batch 64 x 2 bytes)" in est["evidence"][0]
-    assert any("custom all-reduce" in c for c in est["changes"])
+    # the recorded machine printed no P2P lines: nothing is said about P2P
+    assert not any(c.startswith("P2P") for c in est["changes"])
+    assert any("fully NVLink-connected" in c for c in est["changes"])
+
+
+def test_what_would_change_names_p2p_and_the_launchs_flag():
+    t = dict(table("rtx4090-x8-sys-no-p2p.txt"), p2p=[{"from": a, "to": b, "access": False}
+                                                      for a in range(8) for b in range(8) if a != b])
+    changes = ic.what_would_change(t, {"disable-custom-all-reduce": True}, 43.6)
+    assert changes[0].startswith("P2P: 56 of 56 GPU pairs have no peer access") and "43.6 us here" in changes[0]
+    assert "this launch turns it off (--disable-custom-all-reduce)" in changes[1]
+    two = ic.what_would_change(dict(t, ranks=2, p2p=[]), {}, 20.0)
+    assert len(two) == 2 and "turns it off" not in two[0]
 
 
 def test_the_batch_is_capped_by_max_running_requests():
