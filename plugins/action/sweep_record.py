@@ -11,7 +11,7 @@ import subprocess
 import time
 
 from ansible.plugins.action import ActionBase
-from ansible_collections.moesweep.sweep.plugins.module_utils import secrets
+from ansible_collections.moesweep.sweep.plugins.module_utils import interconnect, secrets
 from ansible_collections.moesweep.sweep.plugins.plugin_utils import action_args, records
 
 ARGUMENT_SPEC = dict(
@@ -159,12 +159,10 @@ class ActionModule(ActionBase):
             if not found and not sweep.get("rerun"):
                 found = records.find_interconnect(records.read_interconnect(
                     os.path.join(sweep["dir"], records.INTERCONNECT_FILE)), host, key)
+            what = "the all-reduce over %d GPU(s) under %s" % (ranks, interconnect.environment_text(env))
             base.update(key=key, nccl_environment=env, ranks=ranks, found=bool(found), measurement=found or {},
-                        msg=("the all-reduce over %d GPU(s) under %s was measured on %s (%s): not measured again"
-                             % (ranks, records.interconnect.environment_text(env), host,
-                                (found or {}).get("finished") or "this run")) if found else
-                        "all-reduce over %d GPU(s) under %s: to measure" % (ranks,
-                                                                            records.interconnect.environment_text(env)))
+                        msg="%s was measured on %s (%s): not measured again" % (
+                            what, host, found.get("finished") or "this run") if found else what + ": to measure")
             return base
         if a["state"] == "restore_plan":
             choice = records.choose_restore(records.read_points(points_path), host, sweep.get("restore", "best"),

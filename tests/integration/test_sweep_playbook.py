@@ -146,8 +146,12 @@ def test_four_backend_sweep_refused_benchmarked_and_left_on_the_best(bench_clust
     assert previous_read(proc) == "ok"
     # the all-reduce is measured at the first point that runs (its server stopped first), and not again under the
     # same NCCL environment
-    measures = re.findall(r"TASK \[Measure all-reduce latency[^\n]*\]\W*\n(ok|changed|skipping): ", proc.stdout)
-    assert measures == ["ok"], measures
+    measures = re.findall(r"TASK \[(?:sglang_server : )?Measure all-reduce latency[^\n]*\]\W*\n(\w+): ", proc.stdout)
+    assert [m for m in measures if m != "skipping"] == ["ok"], measures
+    sweep_dir = max(settings[1].glob("*/interconnect.jsonl"), key=lambda f: f.stat().st_mtime_ns).parent
+    assert len((sweep_dir / "interconnect.jsonl").read_text().splitlines()) == 1
+    assert {r["interconnect"]["key"] for r in recs.values() if r["status"] == "passed"} == {
+        json.loads((sweep_dir / "interconnect.jsonl").read_text())["key"]}
 
     # a forced point: the crash and its cause are recorded, and the host goes back to what it ran before
     proc = playbook(bench_cluster, settings, "-e", "backend=flashinfer_trtllm", "-e", "force=true")

@@ -28,7 +28,7 @@ def run(tmp_path, rerun=False, **args):
 def test_not_measured_yet(tmp_path):
     res = run(tmp_path, launch=LAUNCH)
     assert res["found"] is False and res["ranks"] == 8 and res["nccl_environment"] == {"NCCL_P2P_LEVEL": "PHB"}
-    assert "all-reduce over 8 GPU(s) under NCCL_P2P_LEVEL=PHB: to measure" == res["msg"]
+    assert res["msg"] == "the all-reduce over 8 GPU(s) under NCCL_P2P_LEVEL=PHB: to measure"
     assert "moesweep_event" not in res
 
 
