@@ -459,8 +459,8 @@ def build_point_record(ctx):
         record["benchmark"] = {"settings": ctx.get("bench_settings") or {}}
     measured = ctx.get("interconnect") or {}
     if measured:
-        record["interconnect"] = {k: measured.get(k) for k in ("key", "environment_text", "ranks", "nccl_version",
-                                                                "model", "measured")}
+        keys = ("key", "environment_text", "ranks", "nccl_version", "model", "measured")
+        record["interconnect"] = {k: measured.get(k) for k in keys}
     redacted = secrets.redact(record, known=ctx.get("known_secrets") or ())
     if redacted != record:
         redacted["secrets"] = "redacted"

@@ -96,4 +96,3 @@ def test_the_interconnect_plot_loads_in_the_page(tmp_path):
     body = body_attributes(chromium(tmp_path / "profile", "--dump-dom", result["html"].as_uri()))
     assert body["data-images"] == body["data-images-loaded"] == str(len(names))
     assert body["data-images-broken"] == "0" and body["data-images-ok"] == "true"
-

@@ -93,8 +93,8 @@ def test_the_users_exact_command_records_one_benchmarked_point(bench_cluster, se
         assert diag["evidence"][0].startswith("157 all-reduces x ")
         assert lv["command"][:3] == ["python", "-m", "sglang.bench_serving"]
     # measured once, with the server stopped, under the unit's NCCL environment, and recorded for the host
-    measured = [json.loads(line) for line in (next(settings[1].glob("*/points.jsonl")).parent
-                                               / "interconnect.jsonl").read_text().splitlines()]
+    lines = (next(settings[1].glob("*/points.jsonl")).parent / "interconnect.jsonl").read_text().splitlines()
+    measured = [json.loads(line) for line in lines]
     assert len(measured) == 1 and measured[0]["host"] == bench_cluster.names[0] and measured[0]["ranks"] == 8
     assert measured[0]["model"]["layers"] == 78 and measured[0]["elapsed"] < 30
     assert rec["interconnect"]["key"] == measured[0]["key"]

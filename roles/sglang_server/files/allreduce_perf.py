@@ -73,9 +73,9 @@ def _worker(rank, world, port, args, started):
         nccl = _nccl_version(torch)
         out.write("# moesweep allreduce_perf (torch %s, torch.distributed over NCCL), nccl-tests' all_reduce_perf "
                   "columns\n" % torch.__version__)
+        sweep = (args.min_bytes, args.max_bytes, args.warmup, args.iters)
         out.write("# nThread 1 nGpus 1 minBytes %d maxBytes %d step: 2(factor) warmup iters: %d iters: %d agg iters: 1 "
-                  "validation: 0 graph: 0\n#\n# Using devices\n" % (args.min_bytes, args.max_bytes, args.warmup,
-                                                                      args.iters))
+                  "validation: 0 graph: 0\n#\n# Using devices\n" % sweep)
         host = socket.gethostname()
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         for r in range(world):
@@ -89,8 +89,8 @@ def _worker(rank, world, port, args, started):
         for a in range(world):
             for b in range(world):
                 if a != b:
-                    out.write("# P2P GPU%d -> GPU%d: %s\n" % (a, b, "yes" if torch.cuda.can_device_access_peer(a, b)
-                                                             else "no"))
+                    access = "yes" if torch.cuda.can_device_access_peer(a, b) else "no"
+                    out.write("# P2P GPU%d -> GPU%d: %s\n" % (a, b, access))
         out.write("# torch.distributed.all_reduce reduces in place: both column groups hold that one measurement\n")
         out.write("#\n#" + " " * 62 + "out-of-place" + " " * 23 + "in-place\n")
         out.write("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   "

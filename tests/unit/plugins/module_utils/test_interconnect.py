@@ -94,8 +94,8 @@ def test_latency_reads_between_sizes_and_extrapolates_past_the_largest():
     assert ic.latency_us(rows, 12288) == pytest.approx(43.56)
     assert ic.latency_us(rows, 4) == 38.83  # below the smallest: its time
     # past 128 MiB: the extra bytes at the last algbw (8.26 GB/s)
-    assert ic.latency_us(rows, 2 * 134217728) == pytest.approx(16253 + 134217728 / 1e9 / (134217728 / 1e9 / 16253e-6)
-                                                                * 1e6, rel=1e-6)
+    last_algbw = 134217728 / 1e9 / 16253e-6
+    assert ic.latency_us(rows, 2 * 134217728) == pytest.approx(16253 + 134217728 / 1e9 / last_algbw * 1e6, rel=1e-6)
 
 
 def test_p2p_changes_little_at_decode_sizes_on_sys_paths():
