@@ -11,12 +11,13 @@ import subprocess
 import time
 
 from ansible.plugins.action import ActionBase
-from ansible_collections.moesweep.sweep.plugins.module_utils import secrets
+from ansible_collections.moesweep.sweep.plugins.module_utils import interconnect, secrets
 from ansible_collections.moesweep.sweep.plugins.plugin_utils import action_args, records
 
 ARGUMENT_SPEC = dict(
     state=dict(type="str", required=True,
-               choices=["start", "previous", "resume", "stop_check", "point", "restore_plan", "restore"]),
+               choices=["start", "previous", "resume", "stop_check", "point", "restore_plan", "restore",
+                        "interconnect"]),
     sweep=dict(type="dict", required=True),
     point=dict(type="str"),
     started=dict(type="str"),
@@ -46,6 +47,8 @@ ARGUMENT_SPEC = dict(
     running_point=dict(type="str", default=""),
     running_stopped=dict(type="bool", default=False),
     unit=dict(type="str", default=""),
+    interconnect=dict(type="dict", default={}),
+    measured=dict(type="dict", default={}),
 )
 
 _COLLECTION_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -150,6 +153,17 @@ class ActionModule(ActionBase):
                 first, reason = False, "check mode: nothing is stopped"
             base.update(stop_first=first, stop_reason=reason, msg=reason)
             return base
+        if a["state"] == "interconnect" and not a["interconnect"]:
+            key, env, ranks = records.interconnect_key(a["launch"])
+            found = a["measured"].get(key)
+            if not found and not sweep.get("rerun"):
+                found = records.find_interconnect(records.read_interconnect(
+                    os.path.join(sweep["dir"], records.INTERCONNECT_FILE)), host, key)
+            what = "the all-reduce over %d GPU(s) under %s" % (ranks, interconnect.environment_text(env))
+            base.update(key=key, nccl_environment=env, ranks=ranks, found=bool(found), measurement=found or {},
+                        msg="%s was measured on %s (%s): not measured again" % (
+                            what, host, found.get("finished") or "this run") if found else what + ": to measure")
+            return base
         if a["state"] == "restore_plan":
             choice = records.choose_restore(records.read_points(points_path), host, sweep.get("restore", "best"),
                                             sweep.get("reference_concurrency"), a["previous"], sweep.get("points"))
@@ -163,6 +177,13 @@ class ActionModule(ActionBase):
             return base
         ctx = {"sweep_id": sweep.get("sweep_id"), "host": host, "simulated": bool(task_vars.get("moesweep_simulated")),
                "known_secrets": known_secrets(task_vars, self._templar), "moesweep": moesweep_version()}
+        if a["state"] == "interconnect":
+            record = records.build_interconnect_record(dict(ctx, measurement=a["interconnect"], point=a["point"]))
+            self._stop_if_unwritable(base, sweep)
+            base.update(moesweep_event="interconnect", moesweep_record=record, key=record["key"],
+                        measurement=record, msg="%s: all-reduce over %s GPU(s) under %s measured in %s s" % (
+                            host, record["ranks"], record["environment_text"], record["elapsed"]))
+            return base
         if a["state"] == "restore":
             choice = a["choice"] or {}
             ctx.update(point=choice.get("point"), backend=choice.get("backend"), policy=sweep.get("restore"),
@@ -199,7 +220,7 @@ class ActionModule(ActionBase):
                    benchmark=stage_results["benchmark"], failed_stage=failed_stage, failed_result=a["failed_result"],
                    failed_task=a["failed_task"], failed_msg=(a["failed_result"] or {}).get("msg"),
                    bench_settings=a["bench_settings"], reference_concurrency=sweep.get("reference_concurrency"),
-                   unit_sha256=None, artifacts=[], nodes=a["nodes"])
+                   unit_sha256=None, artifacts=[], nodes=a["nodes"], interconnect=a["interconnect"])
         # Decided before the artifacts are read: their read stops the server in the same round trip. The last point
         # of the host is stopped when the restore puts back another (its record, not yet written, counts).
         stop_requested = os.path.exists(stop_file)

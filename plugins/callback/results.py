@@ -242,6 +242,15 @@ class CallbackModule(CallbackBase):
                 self._drop_marker(current["marker"])
                 self.inflight.pop(host, None)
             self._progress(res.get("msg") or "%s %s: %s" % (host, record.get("point"), record.get("status")))
+        elif event == "interconnect":
+            try:
+                ensure_dir(sweep_dir)
+                append_record(os.path.join(sweep_dir, records.INTERCONNECT_FILE), res.get("moesweep_record") or {})
+            except (IOError, OSError) as exc:
+                self.write_errors.append("%s: %s" % (sweep_dir, exc))
+                self._display.error("moesweep: could not write the interconnect measurement of %s to %s (%s)"
+                                    % (host, sweep_dir, exc))
+            self._progress(res.get("msg"))
         elif event == "resume" and res.get("skip"):
             current = self.inflight.pop(host, None)
             if current:

@@ -41,6 +41,7 @@ VERDICTS = (
     "idle",
     "host_bound",
     "launch_bound",
+    "interconnect_bound",
     "power_bound",
     "memory_bound",
     "compute_bound",
@@ -55,6 +56,8 @@ LABELS = {
     "host_bound": "GPUs starved by the host: kernels run only part of the time and the GPUs wait between them for "
     "the CPU to launch work (eager launches from Python, scheduler, tokenizer, client)",
     "launch_bound": "launch / latency bound: many small kernels or interconnect waits, not compute bound",
+    "interconnect_bound": "interconnect bound: the TP group's all-reduces alone, at the latency measured on this host "
+    "and NCCL environment, take a large share of each decode step (module_utils/interconnect.py)",
     "power_bound": "power bound: the GPUs run at their power limit and the software power cap lowers their clocks "
     "(normal under full load)",
     "memory_bound": "memory bound: device memory is read or written most of the time while power stays below the "

@@ -34,6 +34,11 @@ description:
     that runs now is to be stopped first (RV(stop_first) - the restore puts back another point than
     O(running_point)) or only judged (RV(keep_running) - the best point is O(running_point)); O(state=restore)
     records that step with its readiness.
+  - O(state=interconnect) without O(interconnect) answers whether the TP group's all-reduce was measured on the host
+    under the NCCL environment and TP size of O(launch) (RV(found), RV(measurement) - this run's O(measured), else
+    C(interconnect.jsonl) in the sweep's directory unless the sweep's C(rerun)); with O(interconnect) (the result of
+    M(moesweep.sweep.interconnect_facts)) it returns that measurement's record, which the callback appends to
+    C(interconnect.jsonl).
 version_added: 0.1.0
 author:
   - moesweep contributors (!UNKNOWN)
@@ -46,7 +51,7 @@ options:
     description: What to do.
     type: str
     required: true
-    choices: [start, previous, resume, stop_check, point, restore_plan, restore]
+    choices: [start, previous, resume, stop_check, point, restore_plan, restore, interconnect]
   sweep:
     description: The plan from M(moesweep.sweep.sweep_plan).
     type: dict
@@ -162,6 +167,17 @@ options:
         point, when the restore puts back another point (empty - never stopped).
     type: str
     default: ""
+  interconnect:
+    description:
+      - For O(state=interconnect) - a measurement of M(moesweep.sweep.interconnect_facts) to record; for O(state=point)
+        - the host's measurement under the point's NCCL environment (RV(measurement)), from which each benchmark level
+        gets its all-reduce share of the decode step and, where it dominates, the verdict C(interconnect_bound).
+    type: dict
+    default: {}
+  measured:
+    description: For O(state=interconnect) - this run's measurements by key (RV(key)), looked at before the results.
+    type: dict
+    default: {}
 attributes:
   action:
     support: full
@@ -202,10 +218,10 @@ moesweep_host:
   type: str
   sample: sim-h1
 moesweep_event:
-  description: What the callback does with the result - V(point_started), V(resume), V(record).
-  returned: when state is start (unless stopped), resume, point or restore
+  description: What the callback does with the result - V(point_started), V(resume), V(record), V(interconnect).
+  returned: when state is start (unless stopped), resume, point, restore or interconnect (with O(interconnect))
   type: str
-  choices: [point_started, resume, record]
+  choices: [point_started, resume, record, interconnect]
 point:
   description: The point's name.
   returned: when state is start or resume
@@ -232,6 +248,19 @@ moesweep_stop:
 moesweep_record:
   description: The record (docs/results.md), for O(state=point) and O(state=restore).
   returned: when state is point or restore
+  type: dict
+key:
+  description: For O(state=interconnect) - the NCCL environment and TP size hashed, what a measurement is recorded under.
+  returned: when state is interconnect
+  type: str
+  sample: 3f2a9c1d0b7e
+found:
+  description: For O(state=interconnect) without O(interconnect) - a measurement under RV(key) exists.
+  returned: when state is interconnect
+  type: bool
+measurement:
+  description: For O(state=interconnect) - the measurement found, or the record of the one given.
+  returned: when state is interconnect
   type: dict
 artifacts:
   description: Artifact name to text, written beside the record.

@@ -13,6 +13,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import copy
 import datetime
 import difflib
 import hashlib
@@ -20,10 +21,13 @@ import json
 import os
 import re
 
-from ansible_collections.moesweep.sweep.plugins.module_utils import secrets
+from ansible_collections.moesweep.sweep.plugins.module_utils import interconnect, secrets
 
 SCHEMA = "moesweep.point/2"
 POINTS_FILE = "points.jsonl"
+# The TP group's all-reduce measurements, one line per host and NCCL environment (build_interconnect_record)
+INTERCONNECT_FILE = "interconnect.jsonl"
+INTERCONNECT_SCHEMA = "moesweep.interconnect/1"
 INFLIGHT_DIR = ".inflight"
 STOP_FILE = ".stop"
 RESTORE_POLICIES = ("best", "previous", "none")
@@ -375,7 +379,8 @@ def stage_of(task_action, failed_result=None):
         return "restart"  # its release option: the old server's GPUs or port were never free, nothing started
     return {"sglang_preflight": "preflight", "sglang_ready": "readiness", "gpu_released": "restart",
             "sglang_smoke": "smoke", "sglang_bench": "benchmark", "sglang_bench_wait": "benchmark",
-            "gpu_facts": "facts", "port_owner": "preflight"}.get(action, "other")
+            "gpu_facts": "facts", "port_owner": "preflight",
+            "interconnect_facts": "interconnect"}.get(action, "other")
 
 
 # A node group's readiness also names the rank that decided it and carries every rank's own verdict; a restart's
@@ -413,6 +418,7 @@ def build_point_record(ctx):
     benchmark = ctx.get("benchmark") or {}
     preflight = ctx.get("preflight") or {}
     launch = ctx.get("launch") or {}
+    benchmark = annotate_interconnect(benchmark, ctx.get("interconnect"), launch)
     status, cause = point_status(ctx.get("failed_stage"), ctx.get("failed_result"), readiness, smoke, benchmark,
                                  preflight)
     started = ctx.get("started")
@@ -451,10 +457,71 @@ def build_point_record(ctx):
     }
     if not benchmark:
         record["benchmark"] = {"settings": ctx.get("bench_settings") or {}}
+    measured = ctx.get("interconnect") or {}
+    if measured:
+        keys = ("key", "environment_text", "ranks", "nccl_version", "model", "measured")
+        record["interconnect"] = {k: measured.get(k) for k in keys}
     redacted = secrets.redact(record, known=ctx.get("known_secrets") or ())
     if redacted != record:
         redacted["secrets"] = "redacted"
     return redacted
+
+
+def interconnect_key(launch):
+    """(key, NCCL environment, ranks) a point's all-reduce measurement is recorded under: its unit's NCCL environment
+    and its TP size."""
+    flags = (launch or {}).get("flags") or {}
+    ranks = int(flags.get("tp-size") or flags.get("tensor-parallel-size") or 1)
+    env = interconnect.nccl_environment((launch or {}).get("environment"))
+    return interconnect.environment_key(env, ranks), env, ranks
+
+
+def annotate_interconnect(benchmark, measured, launch):
+    """A copy of ``benchmark`` whose ok levels have their all-reduce share of the decode step, and the verdict
+    interconnect_bound where it dominates (module_utils/interconnect.py), from the host's measurement under this
+    point's NCCL environment; ``benchmark`` itself as it was without a measurement. A copy: the record is built more
+    than once from the same stage results (the restore's stop decision builds it first)."""
+    if not measured or not (benchmark or {}).get("levels"):
+        return benchmark
+    flags = (launch or {}).get("flags") or {}
+    _key, _env, ranks = interconnect_key(launch)
+    return interconnect.annotate_levels(copy.deepcopy(benchmark), measured, measured.get("model"), ranks,
+                                        max_batch=flags.get("max-running-requests"), flags=flags)
+
+
+def read_interconnect(path):
+    """The measurements recorded in ``path`` (interconnect.jsonl), oldest first; unreadable lines skipped."""
+    out = []
+    try:
+        with open(path) as fh:
+            for line in fh:
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(rec, dict) and rec.get("kind") == "interconnect":
+                    out.append(rec)
+    except (IOError, OSError):
+        pass
+    return out
+
+
+def find_interconnect(measurements, host, key):
+    """The newest measurement of ``host`` under ``key``, or None."""
+    found = [m for m in measurements if m.get("host") == host and m.get("key") == key]
+    return found[-1] if found else None
+
+
+def build_interconnect_record(ctx):
+    """One all-reduce measurement (interconnect_facts' result) as the line interconnect.jsonl keeps."""
+    m = ctx.get("measurement") or {}
+    record = {"schema": INTERCONNECT_SCHEMA, "kind": "interconnect", "sweep_id": ctx.get("sweep_id"),
+              "host": ctx.get("host"), "point": ctx.get("point"), "simulated": bool(ctx.get("simulated")),
+              "finished": now_iso()}
+    for k in ("key", "nccl_environment", "environment_text", "ranks", "rows", "p2p", "devices", "nccl_version",
+              "avg_busbw_gbs", "model", "model_error", "elapsed", "measured", "output"):
+        record[k] = m.get(k)
+    return secrets.redact(record, known=ctx.get("known_secrets") or ())
 
 
 def build_restore_record(ctx):

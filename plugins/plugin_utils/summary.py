@@ -325,6 +325,16 @@ def telemetry_at(record, concurrency):
             "power_limit_w": limit}
 
 
+def allreduce_pct(record, concurrency):
+    """The estimated share (%) of a decode step the TP group's all-reduces take at an ok level (module_utils
+    interconnect.estimate, from the host's measurement under the point's NCCL environment), or None."""
+    lv = level_at(record, concurrency) if concurrency is not None else None
+    if lv is None or lv["state"] != "ok":
+        return None
+    share = _num(((lv.get("diagnosis") or {}).get("interconnect") or {}).get("share"))
+    return None if share is None else 100.0 * share
+
+
 def diagnosis_verdict(record, concurrency=None):
     if any(lv["state"] == "invalid" for lv in levels(record)):
         return "invalid_gpu_state"
@@ -626,6 +636,7 @@ def summary_rows(records, reference_concurrency=None):
             "gpu_power_pct": tel.get("power_pct"),
             "gpu_power_w": tel.get("power_w"),
             "diagnosis": diagnosis_verdict(record, reference),
+            "allreduce_pct": allreduce_pct(record, reference),
             "forced": bool((record.get("preflight") or {}).get("forced")),
             "best": id(record) in best_ids,
         })
@@ -707,6 +718,7 @@ def table_columns(rows, reason_limit=120):
          else "%s / %s" % (fmt_number(r["ttft_p50_ms"]), fmt_number(r["ttft_p99_ms"]))),
         ("GPU util %%%s" % at, lambda r: fmt_number(r["gpu_util_pct"])),
         ("power %% of limit%s" % at, lambda r: fmt_number(r["gpu_power_pct"])),
+        ("all-reduce %% of ITL%s" % at, lambda r: fmt_number(r.get("allreduce_pct"))),
         ("diagnosis", lambda r: r["diagnosis"] or "-"),
     ]
     return cols
@@ -787,7 +799,7 @@ def render_markdown(rows, title=None, reason_limit=120):
 CSV_FIELDS = ("sweep_id", "data", "simulated", "host", "point", "backend", "status", "cause", "reason", "startup_s",
               "gpus", "reference_concurrency", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms",
               "tok_s_per_user", "tok_s_per_gpu", "gpu_util_pct", "gpu_power_pct", "gpu_power_w", "diagnosis",
-              "forced", "best")
+              "forced", "best", "allreduce_pct")
 
 
 def render_csv(rows):

@@ -33,6 +33,8 @@ from pathlib import Path
 import moesweep._collection  # noqa: F401  (puts the in-repo collection on sys.path)
 
 # isort: split
+from ansible_collections.moesweep.sweep.plugins.module_utils import interconnect
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import records as sweep_records
 from ansible_collections.moesweep.sweep.plugins.plugin_utils import summary
 
 PLOTS_DIR = "plots"
@@ -83,6 +85,17 @@ def load_sweeps(sources):
                               "for its first point)")
         sweeps.append((Path(source), summary.latest(records)))
     return sweeps
+
+
+def load_interconnect(sources):
+    """The all-reduce measurements recorded beside each sweep (interconnect.jsonl), newest per host and NCCL
+    environment."""
+    latest = {}
+    for source in sources:
+        base = Path(source).parent if Path(source).is_file() else Path(source)
+        for m in sweep_records.read_interconnect(str(base / sweep_records.INTERCONNECT_FILE)):
+            latest[(m.get("sweep_id"), m.get("host"), m.get("key"))] = m
+    return list(latest.values())
 
 
 def check_reference(records, reference_concurrency):
@@ -416,6 +429,48 @@ def plot_gpu(kind, records, labels, reference):
     return _finish(fig, kind, rect=_legend_below(fig, ax, kind, ncol=2))
 
 
+def decode_sizes(measurement, point_records):
+    """{concurrency: bytes} of one decode all-reduce at each level the sweep ran (module_utils interconnect)."""
+    model = measurement.get("model") or {}
+    if not model.get("hidden_size"):
+        return {}
+    return {c: interconnect.decode_message_bytes(model["hidden_size"], c)
+            for c in summary.concurrency_levels(point_records)}
+
+
+def plot_interconnect(kind, measurements, point_records):
+    """All-reduce time and bus bandwidth against message size, one line per host and NCCL environment, the decode
+    step's message sizes marked."""
+    if not measurements:
+        return None
+    plt = _pyplot()
+    fig, (ax_t, ax_b) = plt.subplots(1, 2, figsize=(11.5, 4.6))
+    colors = _colors(len(measurements))
+    marked = {}
+    for m, color in zip(measurements, colors, strict=False):
+        rows = sorted((r.get("bytes") or r["size"], r["time_us"], r["busbw_gbs"]) for r in m.get("rows") or []
+                      if r.get("size"))
+        if not rows:
+            continue
+        label = "{} ({} GPUs) {}".format(m.get("host"), m.get("ranks"), m.get("environment_text") or "")
+        ax_t.plot([r[0] for r in rows], [r[1] for r in rows], marker="o", markersize=3, color=color, label=label)
+        ax_b.plot([r[0] for r in rows], [r[2] for r in rows], marker="o", markersize=3, color=color)
+        marked.update(decode_sizes(m, point_records))
+    for c, size in sorted(marked.items()):
+        for ax in (ax_t, ax_b):
+            ax.axvline(size, color="#999999", linestyle=":", linewidth=0.8)
+        ax_t.annotate(f"decode c{c}", (size, 1), xycoords=("data", "axes fraction"), rotation=90, fontsize=6,
+                      va="top", ha="right", color="#666666")
+    for ax, ylabel in ((ax_t, "time per all-reduce (us)"), (ax_b, "bus bandwidth (GB/s) = algbw x 2(n-1)/n")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="both", linestyle="--", linewidth=0.4, alpha=0.6)
+    ax_t.set_yscale("log")
+    fig.suptitle(_title(kind, "All-reduce over the TP group"))
+    return _finish(fig, kind, rect=_legend_below(fig, ax_t, kind, ncol=1))
+
+
 PLOTS = (
     ("throughput", "Output throughput by backend and concurrency",
      "bench_serving's output tok/s per concurrency level; a failed or invalid level has no bar, only its state.",
@@ -435,13 +490,20 @@ PLOTS = (
      "nvidia-smi utilization.gpu and power draw as a share of the enforced limit, mean over the reference level's "
      "samples pooled over the GPUs, with the diagnosis verdict.",
      "no ok reference level has GPU telemetry"),
+    ("interconnect", "All-reduce latency and bus bandwidth",
+     "all_reduce_perf over the TP group's GPUs with the server stopped, per host and NCCL environment (nccl-tests' "
+     "time and busbw); dotted lines: one decode all-reduce (hidden size x concurrency x 2 bytes) at each level. The "
+     "table's all-reduce column is that time x the all-reduces of a decode step over the level's ITL.",
+     "no all-reduce measurement was recorded (interconnect.jsonl)"),
 )
 
 
-def make_plots(records, reference):
-    """([(file name, title, kind, png bytes, caption)], [(kind, title, why not drawn)]) for every kind of point."""
+def make_plots(records, reference, measurements=()):
+    """([(file name, title, kind, png bytes, caption)], [(kind, title, why not drawn)]) for every kind of point;
+    ``measurements``: the all-reduce measurements (load_interconnect), drawn with the points of their kind."""
     out, skipped = [], []
     for kind, group in kinds(records):
+        mine = [m for m in measurements if bool(m.get("simulated")) == (kind == "simulated")]
         labels = point_labels(group)
         draw = {
             "throughput": lambda g, lb=labels, k=kind: plot_throughput(k, g, lb),
@@ -449,6 +511,7 @@ def make_plots(records, reference):
             "pareto": lambda g, lb=labels, k=kind: plot_pareto(k, g, lb),
             "startup": lambda g, lb=labels, k=kind: plot_startup(k, g, lb),
             "gpu": lambda g, lb=labels, k=kind: plot_gpu(k, g, lb, reference) if reference else None,
+            "interconnect": lambda g, k=kind, ms=mine: plot_interconnect(k, ms, g),
         }
         for name, title, caption, why in PLOTS:
             if name == "gpu" and reference:
@@ -817,7 +880,7 @@ def build_report(sources, out_dir=None, reference_concurrency=None):
     reference = check_reference(records, reference_concurrency)
     out = check_out_dir(out_dir if out_dir is not None else default_out_dir(sources))
     rows = summary.summary_rows(records, reference)
-    plots, skipped = make_plots(records, reference)
+    plots, skipped = make_plots(records, reference, load_interconnect(sources))
     _mkdir(out)
     _mkdir(out / PLOTS_DIR)
     paths = []

@@ -78,3 +78,21 @@ def test_the_whole_page_renders_in_a_screenshot(page, tmp_path):
         assert len(top.getcolors(maxcolors=1 << 20) or []) > 200
         # the SIMULATED banner (its background #fff1f1) is at the top of the page
         assert any(color == (255, 241, 241) for _n, color in top.getcolors(maxcolors=1 << 20))
+
+
+def test_the_interconnect_plot_loads_in_the_page(tmp_path):
+    """A sweep with its all-reduce measurement (the simulated VM profile): the interconnect plot is embedded and
+    decodes in the browser like every other plot."""
+    import json
+
+    from helpers.allreduce_sim import write_measurement
+
+    sweep = tmp_path / "sim"
+    shutil.copytree(SIM, sweep)
+    write_measurement(sweep, json.loads((sweep / "points.jsonl").read_text().splitlines()[0])["host"], tmp_path)
+    result = build_report([sweep], tmp_path / "out")
+    names = [p.name for p in result["plots"]]
+    assert "simulated-interconnect.png" in names
+    body = body_attributes(chromium(tmp_path / "profile", "--dump-dom", result["html"].as_uri()))
+    assert body["data-images"] == body["data-images-loaded"] == str(len(names))
+    assert body["data-images-broken"] == "0" and body["data-images-ok"] == "true"

@@ -85,8 +85,19 @@ def test_the_users_exact_command_records_one_benchmarked_point(bench_cluster, se
     for lv in levels:
         assert lv["figures"]["output_throughput"] > 0
         assert lv["figures"]["completed"] == SMALL_BENCH_PROMPTS[lv["concurrency"]]
-        assert lv["telemetry"]["gpus"] and lv["diagnosis"]["verdict"] == "launch_bound"
+        # the telemetry says launch bound; the all-reduce measured on the simulated VM (no P2P, ~43 us per decode
+        # all-reduce, simulator/moesweep_sim/allreduce.py) takes more than the 15 % that names interconnect_bound
+        diag = lv["diagnosis"]
+        assert lv["telemetry"]["gpus"] and diag["telemetry_verdict"] == "launch_bound", diag
+        assert diag["verdict"] == "interconnect_bound" and diag["interconnect"]["share"] >= 0.15
+        assert diag["evidence"][0].startswith("157 all-reduces x ")
         assert lv["command"][:3] == ["python", "-m", "sglang.bench_serving"]
+    # measured once, with the server stopped, under the unit's NCCL environment, and recorded for the host
+    lines = (next(settings[1].glob("*/points.jsonl")).parent / "interconnect.jsonl").read_text().splitlines()
+    measured = [json.loads(line) for line in lines]
+    assert len(measured) == 1 and measured[0]["host"] == bench_cluster.names[0] and measured[0]["ranks"] == 8
+    assert measured[0]["model"]["layers"] == 78 and measured[0]["elapsed"] < 30
+    assert rec["interconnect"]["key"] == measured[0]["key"]
     assert rec["smoke"]["state"] == "ok" and rec["smoke"]["answers"]
     assert rec["readiness"]["state"] == "ready" and rec["readiness"]["timeline"]
     assert rec["launch"]["argv"] and "--moe-runner-backend" in rec["launch"]["argv"]
@@ -133,6 +144,14 @@ def test_four_backend_sweep_refused_benchmarked_and_left_on_the_best(bench_clust
     assert re.search(r"TASK \[Stop the sweep's server now[^\n]*\]\W*\nskipping: ", proc.stdout), proc.stdout[-6000:]
     # the first point (trtllm) is refused: the server that ran before the sweep kept serving meanwhile
     assert previous_read(proc) == "ok"
+    # the all-reduce is measured at the first point that runs (its server stopped first), and not again under the
+    # same NCCL environment
+    measures = re.findall(r"TASK \[(?:sglang_server : )?Measure all-reduce latency[^\n]*\]\W*\n(\w+): ", proc.stdout)
+    assert [m for m in measures if m != "skipping"] == ["ok"], measures
+    sweep_dir = max(settings[1].glob("*/interconnect.jsonl"), key=lambda f: f.stat().st_mtime_ns).parent
+    assert len((sweep_dir / "interconnect.jsonl").read_text().splitlines()) == 1
+    assert {r["interconnect"]["key"] for r in recs.values() if r["status"] == "passed"} == {
+        json.loads((sweep_dir / "interconnect.jsonl").read_text())["key"]}
 
     # a forced point: the crash and its cause are recorded, and the host goes back to what it ran before
     proc = playbook(bench_cluster, settings, "-e", "backend=flashinfer_trtllm", "-e", "force=true")

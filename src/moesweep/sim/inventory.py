@@ -17,6 +17,9 @@ from moesweep.util import atomic_write_text
 
 SIM_COMMAND = ["/opt/moesweep-sim/bin/sglang-sim"]
 SIM_TOKENIZER = "/opt/moesweep-sim/tokenizer"
+# The all-reduce measurement's stand-in and the model dimensions it is judged with (a simulated host downloads no model)
+SIM_ALLREDUCE = ["/opt/moesweep-sim/bin/allreduce-perf-sim"]
+SIM_MODEL_CONFIG = "/opt/moesweep-sim/models/glm-5-nvfp4/config.json"
 HEADER_LINE = "# Written by `moesweep sim up`: SIMULATED GPU hosts (systemd-nspawn, no GPU)."
 _HEADER_START = "---\n# Written by `moesweep sim up`: SIMULATED GPU hosts"
 _CLUSTER_LINE = re.compile(r"^# moesweep sim cluster: ([A-Za-z0-9_-]{1,20})$", re.M)
@@ -72,6 +75,8 @@ def inventory_data(hosts: list[Host], key: Path) -> dict:
             "moesweep_simulated": True,
             "sglang_server_command": list(SIM_COMMAND),
             "sglang_bench_tokenizer": SIM_TOKENIZER,
+            "sglang_server_interconnect_command": list(SIM_ALLREDUCE),
+            "sglang_server_interconnect_model_config": SIM_MODEL_CONFIG,
         },
     }}}}
 

@@ -213,3 +213,24 @@ def test_pareto_frontier_is_vllms():
     # vllm/benchmarks/sweep/plot_pareto.py _pareto_frontier: points no other beats on both axes
     pairs = [(10.0, 1.0), (8.0, 3.0), (8.0, 2.0), (5.0, 2.5), (2.0, 6.0), (1.0, 5.0)]
     assert report.pareto_frontier(pairs) == [(2.0, 6.0), (8.0, 3.0), (10.0, 1.0)]
+
+
+def test_the_interconnect_plot_and_column_from_a_recorded_measurement(tmp_path, capsys):
+    """A sweep with an all-reduce measurement beside it (interconnect.jsonl, the simulator's VM profile read by the
+    module's parser): the plot is drawn with the decode sizes marked, and the table has the all-reduce column."""
+    import json
+
+    from helpers.allreduce_sim import write_measurement
+
+    sweep = tmp_path / "sim"
+    shutil.copytree(SIM, sweep)
+    host = json.loads((sweep / "points.jsonl").read_text().splitlines()[0])["host"]
+    rec = write_measurement(sweep, host, tmp_path)
+    assert main(["report", str(sweep), "--out", str(tmp_path / "out")]) == 0
+    png = tmp_path / "out" / "plots" / "simulated-interconnect.png"
+    assert png.read_bytes().startswith(PNG_MAGIC)
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "plots/simulated-interconnect.png" in md and "all-reduce % of ITL" in md
+    points = report.load_sweeps([str(sweep)])[0][1]
+    assert report.decode_sizes(rec, points) == {1: 12288, 4: 49152, 16: 196608}
+    assert report.load_interconnect([str(sweep)]) == [rec]

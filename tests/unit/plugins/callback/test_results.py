@@ -120,3 +120,13 @@ def test_a_write_that_fails_is_an_error_naming_the_record(cb, tmp_path):
     kept = [line.split("kept ", 1)[1] for line in cb._display.lines if "kept " in line]
     assert kept and json.loads(open(kept[0]).read())["point"] == "a"
     assert stat.S_IMODE(os.stat(kept[0]).st_mode) == 0o600
+
+
+def test_an_interconnect_measurement_goes_to_its_own_file(cb, tmp_path):
+    sweep = plan(tmp_path)
+    record = {"kind": "interconnect", "host": "h1", "key": "k1", "ranks": 8, "rows": []}
+    cb.v2_runner_on_ok(make_result({"moesweep_sweep": sweep, "moesweep_event": "interconnect",
+                                    "moesweep_record": record, "msg": "h1: all-reduce measured"}))
+    path = os.path.join(sweep["dir"], records.INTERCONNECT_FILE)
+    assert records.read_interconnect(path) == [record]
+    assert records.read_points(os.path.join(sweep["dir"], records.POINTS_FILE)) == []

@@ -288,3 +288,75 @@ def test_a_restarts_release_wait_is_kept_in_the_record():
            "smoke": {"state": "ok"}, "benchmark": OK_BENCH, "launch": {"backend": "triton"}, "failed_result": {},
            "reference_concurrency": 8}
     assert records.build_point_record(ctx)["readiness"]["released"] == released
+
+
+# ------------------------------------------------------------------------------------------------ interconnect
+
+
+def _measurement():
+    from ansible_collections.moesweep.sweep.plugins.module_utils import interconnect
+    from helpers.paths import FIXTURES
+
+    table = interconnect.parse_all_reduce_perf(
+        (FIXTURES / "interconnect" / "rtx4090-x8-sys-no-p2p.txt").read_text())
+    return dict(table, key="k8", environment_text="NCCL_P2P_LEVEL=PHB", nccl_environment={"NCCL_P2P_LEVEL": "PHB"},
+                model={"layers": 78, "hidden_size": 6144, "model_type": "glm_moe_dsa"}, elapsed=12.5,
+                measured="2026-12-06T05:00:00Z", output="...")
+
+
+def test_the_key_is_the_units_nccl_environment_and_tp_size():
+    launch = {"flags": {"tp-size": 8}, "environment": {"NCCL_P2P_LEVEL": "PHB", "OMP_NUM_THREADS": "8"}}
+    key, env, ranks = records.interconnect_key(launch)
+    assert env == {"NCCL_P2P_LEVEL": "PHB"} and ranks == 8
+    assert key == records.interconnect_key(dict(launch, environment={"NCCL_P2P_LEVEL": "PHB"}))[0]
+    assert key != records.interconnect_key(dict(launch, flags={"tp-size": 4}))[0]
+    assert records.interconnect_key({})[2] == 1
+
+
+def test_a_resumed_sweep_finds_the_measurement_of_that_host_and_key(tmp_path):
+    path = tmp_path / records.INTERCONNECT_FILE
+    lines = [{"kind": "interconnect", "host": "h", "key": "k8", "finished": "1"},
+             {"kind": "interconnect", "host": "x", "key": "k8", "finished": "2"},
+             {"kind": "interconnect", "host": "h", "key": "k8", "finished": "3"}]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines) + '{"kind": "inter')
+    found = records.read_interconnect(str(path))
+    assert records.find_interconnect(found, "h", "k8")["finished"] == "3"
+    assert records.find_interconnect(found, "h", "k4") is None
+
+
+def test_interconnect_record_keeps_the_table_and_not_secrets():
+    rec = records.build_interconnect_record({"sweep_id": "s", "host": "h", "point": "p",
+                                             "measurement": _measurement(), "known_secrets": []})
+    assert rec["kind"] == "interconnect" and rec["schema"] == records.INTERCONNECT_SCHEMA
+    assert rec["key"] == "k8" and rec["ranks"] == 8 and len(rec["rows"]) == 25 and rec["model"]["layers"] == 78
+
+
+def test_point_record_names_interconnect_bound_at_the_reference_level():
+    levels = [{"concurrency": c, "ok": True, "figures": {"output_throughput": 100.0, "median_itl_ms": itl},
+               "diagnosis": {"verdict": "launch_bound", "evidence": ["util 99 %"]}}
+              for c, itl in ((1, 400.0), (64, 105.0))]
+    ctx = {"sweep_id": "s", "host": "h", "point": "p", "readiness": READY, "smoke": {"state": "ok"},
+           "benchmark": {"state": "ok", "levels": levels}, "failed_result": {}, "reference_concurrency": 64,
+           "launch": {"backend": "triton", "flags": {"tp-size": 8, "max-running-requests": 64},
+                      "environment": {"NCCL_P2P_LEVEL": "PHB"}},
+           "interconnect": _measurement()}
+    first = records.build_point_record(ctx)
+    rec = records.build_point_record(ctx)  # built twice from the same results, as the action does: the same record
+    assert first["benchmark"] == rec["benchmark"] and ctx["benchmark"]["levels"][1]["diagnosis"]["verdict"] == (
+        "launch_bound")
+    assert rec["diagnosis"]["verdict"] == "interconnect_bound"
+    assert rec["diagnosis"]["telemetry_verdict"] == "launch_bound"
+    assert rec["diagnosis"]["interconnect"]["share"] > 0.15
+    low = rec["benchmark"]["levels"][0]["diagnosis"]
+    assert low["verdict"] == "launch_bound" and low["interconnect"]["share"] < 0.15
+    assert rec["interconnect"] == {"key": "k8", "environment_text": "NCCL_P2P_LEVEL=PHB", "ranks": 8,
+                                   "nccl_version": None, "model": _measurement()["model"],
+                                   "measured": "2026-12-06T05:00:00Z"}
+
+
+def test_a_point_without_a_measurement_keeps_its_telemetry_verdict():
+    levels = [{"concurrency": 8, "ok": True, "figures": {"output_throughput": 1.0, "median_itl_ms": 10.0},
+               "diagnosis": {"verdict": "launch_bound", "evidence": []}}]
+    rec = records.build_point_record({"benchmark": {"state": "ok", "levels": levels}, "readiness": READY,
+                                      "reference_concurrency": 8})
+    assert rec["diagnosis"]["verdict"] == "launch_bound" and "interconnect" not in rec

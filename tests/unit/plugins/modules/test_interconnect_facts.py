@@ -1,0 +1,168 @@
+"""interconnect_facts: the module's whole path on this machine - the GPUs checked with (recorded) nvidia-smi output,
+the measuring program run under the unit's NCCL environment (the simulator's stand-in, or a stub that records what
+it was given), its table parsed, the model's config found."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+# isort: split
+from ansible_collections.moesweep.sweep.plugins.modules import interconnect_facts
+from helpers.paths import FIXTURES, REPO
+
+DEVICE = FIXTURES / "nvidia-smi" / "h200-x1-device"
+SIM = REPO / "simulator" / "bin" / "allreduce-perf-sim"
+
+
+class ExitJson(Exception):
+    pass
+
+
+class FailJson(Exception):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def exits(monkeypatch):
+    def exit_json(self, **kw):
+        raise ExitJson(kw)
+
+    def fail_json(self, msg, **kw):
+        kw["msg"] = msg
+        raise FailJson(kw)
+
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+
+
+def fake_smi(tmp_path, apps_csv):
+    """An nvidia-smi that answers the compute-apps query with a recorded output (and the memory query plainly)."""
+    data = tmp_path / "apps.csv"
+    data.write_text(apps_csv)
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\ncase \"$1\" in --query-compute-apps*) cat {data} ;; *) echo '0, 3' ;; esac\n")
+    smi.chmod(0o755)
+    return str(smi)
+
+
+@pytest.fixture
+def sim_profile(tmp_path, monkeypatch):
+    prof = tmp_path / "profile.json"
+    prof.write_text(json.dumps({"gpu_model": "rtx-pro-6000", "gpu_count": 8}))
+    monkeypatch.setenv("MOESWEEP_SIM_PROFILE", str(prof))
+    monkeypatch.setenv("MOESWEEP_SIM_TIME_SCALE", "0")
+    monkeypatch.delenv("MOESWEEP_SIM_INTERCONNECT", raising=False)
+
+
+def run(args):
+    with patch_module_args(args):
+        interconnect_facts.main()
+
+
+def test_measures_with_the_simulated_program_and_reads_the_model(tmp_path, sim_profile):
+    args = {"ngpus": 8, "command": [sys.executable, str(SIM)], "nvidia_smi_path": fake_smi(
+        tmp_path, (DEVICE / "compute-apps-idle.csv").read_text()),
+        "environment": {"NCCL_P2P_LEVEL": "PHB", "NCCL_IB_DISABLE": "1", "OMP_NUM_THREADS": "8"},
+        "model_config": str(REPO / "simulator" / "models" / "glm-5-nvfp4" / "config.json")}
+    with pytest.raises(ExitJson) as e:
+        run(args)
+    r = e.value.args[0]
+    m = r["interconnect"]
+    assert r["changed"] is False and r["ansible_facts"]["moesweep_interconnect"] == m
+    assert m["ranks"] == 8 and m["rows"][0]["size"] == 4096 and m["rows"][-1]["size"] == 256 << 20
+    assert m["nccl_environment"] == {"NCCL_IB_DISABLE": "1", "NCCL_P2P_LEVEL": "PHB"}
+    assert m["environment_text"] == "NCCL_IB_DISABLE=1 NCCL_P2P_LEVEL=PHB" and len(m["key"]) == 12
+    assert m["model"]["layers"] == 78 and m["model"]["hidden_size"] == 6144 and m["model_error"] is None
+    assert m["p2p"] and not any(p["access"] for p in m["p2p"]) and m["elapsed"] < 30
+
+
+def test_the_program_gets_only_the_nccl_environment_and_the_bound(tmp_path, monkeypatch):
+    """The unit's NCCL names reach the program, the controller's own NCCL_* do not; the program's arguments say the
+    GPU count, the sizes and a time budget inside the timeout."""
+    monkeypatch.setenv("NCCL_DEBUG", "INFO")
+    stub = tmp_path / "stub.py"
+    stub.write_text("import json, os, sys\n"
+                    "print('# ' + json.dumps({'argv': sys.argv[1:], 'env': {k: v for k, v in os.environ.items()"
+                    " if k.startswith('NCCL_')}}))\n"
+                    "print('       16384          8192  bfloat16     sum      -1    43.10    0.38    0.67    N/A"
+                    "    43.10    0.38    0.67    N/A')\n")
+    args = {"ngpus": 2, "command": [sys.executable, str(stub)], "timeout": 10,
+            "nvidia_smi_path": fake_smi(tmp_path, (DEVICE / "compute-apps-idle.csv").read_text()),
+            "environment": {"NCCL_P2P_LEVEL": "SYS"}}
+    with pytest.raises(ExitJson) as e:
+        run(args)
+    out = e.value.args[0]["interconnect"]["output"]
+    seen = json.loads(out.splitlines()[0][2:])
+    assert seen["env"] == {"NCCL_P2P_LEVEL": "SYS"}
+    assert seen["argv"] == ["--ngpus", "2", "--min-bytes", "4096", "--max-bytes", str(256 << 20),
+                            "--time-budget", "6.0"]
+
+
+def test_refuses_while_a_server_holds_a_gpu(tmp_path, sim_profile):
+    args = {"ngpus": 8, "command": [sys.executable, str(SIM)],
+            "nvidia_smi_path": fake_smi(tmp_path, (DEVICE / "compute-apps-under-bf16-matmul.csv").read_text())}
+    with pytest.raises(FailJson) as e:
+        run(args)
+    r = e.value.args[0]
+    assert "not measuring while a compute process holds a GPU" in r["msg"] and "stop the server first" in r["msg"]
+    assert r["holders"]
+
+
+def test_a_program_that_overruns_is_killed_at_the_timeout(tmp_path):
+    slow = tmp_path / "slow.py"
+    slow.write_text("import time\ntime.sleep(30)\n")
+    args = {"ngpus": 1, "command": [sys.executable, str(slow)], "timeout": 1, "command_args": "none",
+            "nvidia_smi_path": fake_smi(tmp_path, (DEVICE / "compute-apps-idle.csv").read_text())}
+    with pytest.raises(FailJson) as e:
+        run(args)
+    assert "did not finish in 1 s" in e.value.args[0]["msg"] and e.value.args[0]["elapsed"] < 10
+
+
+def test_a_program_without_a_table_is_reported_with_its_stderr(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import sys\nsys.stderr.write('allreduce_perf: torch is not importable\\n')\nsys.exit(2)\n")
+    args = {"ngpus": 1, "command": [sys.executable, str(bad)],
+            "nvidia_smi_path": fake_smi(tmp_path, (DEVICE / "compute-apps-idle.csv").read_text())}
+    with pytest.raises(FailJson) as e:
+        run(args)
+    assert "gave no all-reduce table (rc 2)" in e.value.args[0]["msg"]
+    assert "torch is not importable" in e.value.args[0]["msg"]
+
+
+@pytest.mark.parametrize("args, words", [
+    ({"ngpus": 0, "command": ["x"]}, "ngpus must be at least 1"),
+    ({"ngpus": 8, "command": ["x"], "min_bytes": 0}, "min_bytes must be > 0"),
+    ({"ngpus": 8}, "give program_source"),
+    ({"ngpus": 8, "program_source": "x", "python": "/nonexistent/python"}, "is not an executable python"),
+])
+def test_bad_input_is_named_before_anything_runs(args, words):
+    with pytest.raises(FailJson) as e:
+        run(args)
+    assert words in e.value.args[0]["msg"]
+
+
+def test_model_config_is_found_in_the_hugging_face_cache(tmp_path):
+    snap = tmp_path / "home" / ".cache" / "huggingface" / "hub" / "models--lukealonso--GLM-5-NVFP4"
+    (snap / "refs").mkdir(parents=True)
+    (snap / "refs" / "main").write_text("abc123")
+    (snap / "snapshots" / "abc123").mkdir(parents=True)
+    (snap / "snapshots" / "abc123" / "config.json").write_text('{"num_hidden_layers": 78, "hidden_size": 6144}')
+    path = interconnect_facts.model_config_path("lukealonso/GLM-5-NVFP4", str(tmp_path / "home"), {})
+    assert path == str(snap / "snapshots" / "abc123" / "config.json")
+    model, err = interconnect_facts.read_model("lukealonso/GLM-5-NVFP4", str(tmp_path / "home"), {})
+    assert err is None and model["layers"] == 78
+    # the same cache under HF_HOME (the unit's environment) instead of HOME
+    hf_home = tmp_path / "hf"
+    (hf_home / "hub").mkdir(parents=True)
+    os.rename(str(snap), str(hf_home / "hub" / snap.name))
+    model, err = interconnect_facts.read_model("lukealonso/GLM-5-NVFP4", str(tmp_path / "home"), {})
+    assert model is None and "no config.json for 'lukealonso/GLM-5-NVFP4'" in err
+    model, err = interconnect_facts.read_model("lukealonso/GLM-5-NVFP4", str(tmp_path / "home"),
+                                               {"HF_HOME": str(hf_home)})
+    assert err is None and model["hidden_size"] == 6144
