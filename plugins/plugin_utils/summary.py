@@ -552,8 +552,9 @@ def accuracy_cell(row):
         text += " < %.2f" % row["accuracy_threshold"]
     cmp_ = row.get("accuracy_vs_reference") or {}
     if cmp_.get("flagged"):
-        text += " DROP vs %s %.3f (p=%.3g)" % (cmp_.get("reference"), cmp_.get("reference_accuracy"),
-                                               cmp_.get("p_value"))
+        text += " DROP vs %s %.3f (p=%.2g, confidence %.1f%%)" % (
+            cmp_.get("reference"), cmp_.get("reference_accuracy"), cmp_.get("p_value"),
+            100.0 * cmp_.get("confidence"))
     return text
 
 
