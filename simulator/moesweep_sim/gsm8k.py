@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import re
+import threading
 
 from . import faults
 
@@ -38,21 +39,25 @@ _PIECE = re.compile(r"\s*\S+")
 _FINAL = re.compile(r"#### (-?[\d,]+)\s*$")
 
 _answers: dict | None = None
+_loading = threading.Lock()
 
 
 def _load() -> dict:
-    """question -> answer of the shipped test split (empty when no file is found)."""
+    """question -> answer of the shipped test split (empty when no file is found). Read once, by the first request
+    (the evaluator's arrive together, one thread each: none may see a half-read table)."""
     global _answers
-    if _answers is None:
-        _answers = {}
-        for path in DATA_FILES:
-            if path and os.path.isfile(path):
-                with open(path, encoding="utf-8") as fh:
-                    for line in fh:
-                        if line.strip() and not line.startswith("#"):  # sglang.utils.read_jsonl skips '#' lines
-                            row = json.loads(line)
-                            _answers[row["question"]] = row["answer"]
-                break
+    with _loading:
+        if _answers is None:
+            table = {}
+            for path in DATA_FILES:
+                if path and os.path.isfile(path):
+                    with open(path, encoding="utf-8") as fh:
+                        for line in fh:
+                            if line.strip() and not line.startswith("#"):  # sglang.utils.read_jsonl skips '#' lines
+                                row = json.loads(line)
+                                table[row["question"]] = row["answer"]
+                    break
+            _answers = table
     return _answers
 
 

@@ -5,6 +5,7 @@ evaluator's own functions (sglang 0.5.9 wheel), and its own extraction reads the
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 from helpers.paths import REPO
 from moesweep_sim import gsm8k as sim_gsm8k
@@ -33,6 +34,12 @@ def test_a_healthy_backend_answers_every_shipped_question_right(tmp_path):
               env={"MOESWEEP_SIM_DECODE_RATE": "400"})
     try:
         sim.wait_ready()
+        # the evaluator's questions arrive together, the first ones before the server has read the data: none of
+        # them may find a half-read table
+        first = list(range(20))
+        with ThreadPoolExecutor(len(first)) as pool:
+            texts = list(pool.map(lambda p: ask(sim, p)["text"], prompts(ev, first)))
+        assert [ev["get_answer_value"](t) for t in texts] == [ev["get_answer_value"](ROWS[i]["answer"]) for i in first]
         for i, prompt in zip([0, 7, 120], prompts(ev, [0, 7, 120]), strict=True):
             out = ask(sim, prompt)
             assert ev["get_answer_value"](out["text"]) == ev["get_answer_value"](ROWS[i]["answer"])
@@ -69,3 +76,34 @@ def test_low_accuracy_answers_wrongly_at_its_rate_for_the_named_backend_only(tmp
             assert wrong == (wrong_expected if hit else [])
         finally:
             sim.stop()
+
+
+def test_questions_that_arrive_while_the_data_is_read_wait_for_all_of_it(monkeypatch):
+    """The server's handler threads ask at once; the first reads the data. A slow read (each line parsed after a
+    pause) must not let another thread look a question up in a half-read table."""
+    import threading
+    import time
+
+    real_loads = sim_gsm8k.json.loads
+
+    def slow_loads(text):
+        time.sleep(0.0002)
+        return real_loads(text)
+
+    monkeypatch.setattr(sim_gsm8k, "_answers", None)
+    monkeypatch.setattr(sim_gsm8k.json, "loads", slow_loads)
+    last = ROWS[-1]
+    prompt = "Question: " + last["question"] + "\nAnswer:"
+    start = threading.Barrier(8)
+    got = []
+
+    def ask_one():
+        start.wait()
+        got.append(sim_gsm8k.script(prompt, "triton"))
+
+    threads = [threading.Thread(target=ask_one) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == [sim_gsm8k.script(prompt, "triton")] * 8 and got[0] is not None
