@@ -6,7 +6,14 @@
 import os
 
 from ansible.plugins.action import ActionBase
-from ansible_collections.moesweep.sweep.plugins.plugin_utils import action_args, launch, nodes, preflight, records
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import (
+    accuracy,
+    action_args,
+    launch,
+    nodes,
+    preflight,
+    records,
+)
 
 ARGUMENT_SPEC = dict(
     backend=dict(type="raw"),
@@ -23,6 +30,7 @@ ARGUMENT_SPEC = dict(
     host=dict(type="str"),
     host_inputs=dict(type="dict", default={}),
     bench_settings=dict(type="dict", default={}),
+    accuracy=dict(type="dict", default={}),
     numbers=dict(type="dict", default={}),
     # what the host's point preflights need: the server role's launch inputs and the host's facts
     flags=dict(type="dict", default={}),
@@ -110,6 +118,11 @@ def plan(args):
         points = accepted
     else:
         records.check_points(points, overlays, schema_choices)
+    try:
+        accuracy_settings = accuracy.plan_settings(args.get("accuracy"), list(points),
+                                                   (args.get("flags") or {}).get("model-path"))
+    except accuracy.AccuracySettingsError as exc:
+        raise records.PlanError(str(exc)) from exc
     hosts = args.get("hosts") or []
     sweep_id = args.get("sweep_id") or records.sweep_id_for(requested, hosts, args.get("bench_settings"))
     records.check_sweep_id(sweep_id)
@@ -123,7 +136,7 @@ def plan(args):
             "all_points": points, "spread": str(args["spread"]).lower(), "spread_group": group,
             "restore": args["restore"], "reference_concurrency": reference, "concurrency": list(concurrency),
             "rerun": bool(args["rerun"]), "sglang_version": version, "created": records.now_iso(),
-            "nodes": roles}
+            "nodes": roles, "accuracy": accuracy_settings}
 
 
 def spread(points, args):

@@ -32,6 +32,7 @@ ARGUMENT_SPEC = dict(
     launch=dict(type="dict", default={}),
     readiness=dict(type="dict", default={}),
     smoke=dict(type="dict", default={}),
+    accuracy=dict(type="dict", default={}),
     benchmark=dict(type="dict", default={}),
     failed_task=dict(type="str"),
     failed_action=dict(type="str"),
@@ -206,7 +207,7 @@ class ActionModule(ActionBase):
         if a["interrupted"]:
             failed_stage = "interrupted"
         stage_results = {"readiness": a["readiness"], "smoke": a["smoke"], "benchmark": a["benchmark"],
-                         "preflight": a["preflight"]}
+                         "preflight": a["preflight"], "accuracy": a["accuracy"]}
         if stage in stage_results and not stage_results[stage]:
             # what the failed (or stopped) stage returned: a benchmark stopped between levels keeps the ended ones
             stage_results[stage] = a["failed_result"]
@@ -217,6 +218,7 @@ class ActionModule(ActionBase):
                    if started_at else None, config_hash=a["config_hash"], facts=a["facts"],
                    provenance=a["provenance"], preflight=preflight, launch=launch,
                    readiness=stage_results["readiness"], smoke=stage_results["smoke"],
+                   accuracy=stage_results["accuracy"], accuracy_settings=sweep.get("accuracy") or {},
                    benchmark=stage_results["benchmark"], failed_stage=failed_stage, failed_result=a["failed_result"],
                    failed_task=a["failed_task"], failed_msg=(a["failed_result"] or {}).get("msg"),
                    bench_settings=a["bench_settings"], reference_concurrency=sweep.get("reference_concurrency"),

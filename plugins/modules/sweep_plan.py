@@ -92,6 +92,15 @@ options:
     description: The benchmark settings (part of the sweep id).
     type: dict
     default: {}
+  accuracy:
+    description:
+      - The accuracy stage's settings - C(enabled), C(questions), C(shots), C(threshold) (null - the model family's
+        published figure, when one exists) and C(reference) (the backend the others are compared with; null - the
+        first point that passes). Checked before any point (a subset of 0 or more questions than the shipped data
+        holds, a threshold outside 0..1, a reference that is not a point of the sweep are refused); the plan's
+        C(accuracy) holds them resolved.
+    type: dict
+    default: {}
   numbers:
     description: Settings that must be positive numbers (timeouts, lengths), by variable name; checked before any point.
     type: dict
@@ -188,7 +197,8 @@ moesweep_sweep:
       they run - the ones the preflight accepts, all of them with O(force); empty on a node group; a point that
       ends before one of them stops its server at once, see M(moesweep.sweep.sweep_record)) and C(nodes) (on a
       node of O(nodes_group) - C(group), C(members), C(record_host), C(recorder), and C(error) when the group
-      cannot serve; empty otherwise).
+      cannot serve; empty otherwise), C(accuracy) (the accuracy stage's settings, resolved - C(enabled),
+      C(questions), C(shots), C(threshold), C(threshold_source), C(reference), C(alpha)).
   returned: success
   type: dict
   sample: {"sweep_id": "sweep-3f2a9c1b0d4e", "points": ["flashinfer_cutlass", "triton"], "restore": "best"}

@@ -102,6 +102,10 @@ options:
     description: The smoke check's result.
     type: dict
     default: {}
+  accuracy:
+    description: The accuracy stage's result (M(moesweep.sweep.sglang_accuracy)).
+    type: dict
+    default: {}
   benchmark:
     description: The benchmark's result.
     type: dict

@@ -334,8 +334,10 @@ def choose_restore(records, host, policy, reference_concurrency, previous, sweep
 # ------------------------------------------------------------------------------------------------ status
 
 
-def point_status(stage, failed_result, readiness, smoke, benchmark, preflight):
-    """(status, cause) of a point from the failed stage (or None) and what each stage returned."""
+def point_status(stage, failed_result, readiness, smoke, benchmark, preflight, accuracy=None):
+    """(status, cause) of a point from the failed stage (or None) and what each stage returned. A crash anywhere
+    outranks ``bad_accuracy`` (the accuracy stage's verdict below its threshold), which outranks the benchmark's own
+    verdicts: a point that computes wrongly is never a result, however fast."""
     failed_result = failed_result or {}
     if failed_result.get("unreachable"):
         return "unreachable", None
@@ -355,16 +357,22 @@ def point_status(stage, failed_result, readiness, smoke, benchmark, preflight):
         return "bad_output", None
     if smoke_state == "server_died":
         return "crashed", ((smoke.get("crash") or {}).get("cause") or "other")
+    accuracy_state = (accuracy or {}).get("state")
+    if accuracy_state == "server_died":
+        return "crashed", ((accuracy.get("crash") or {}).get("cause") or "other")
     bench_state = (benchmark or {}).get("state")
     if bench_state == "server_died":
         return "crashed", ((benchmark.get("crash") or {}).get("cause") or "other")
+    if accuracy_state == "bad_accuracy":
+        return "bad_accuracy", None
     if bench_state == "invalid_gpu_state":
         return "invalid_gpu_state", None
     if bench_state == "failed":
         return "bench_failed", None
     if stage is not None:
         return "failed", None
-    if ready_state == "ready" and (not smoke or smoke_state == "ok") and (not benchmark or bench_state == "ok"):
+    if ready_state == "ready" and (not smoke or smoke_state == "ok") and (not benchmark or bench_state == "ok") \
+            and (not accuracy or accuracy_state == "ok"):
         return PASSED, None
     return "failed", None
 
@@ -378,8 +386,8 @@ def stage_of(task_action, failed_result=None):
     if action == "sglang_ready" and ((failed_result or {}).get("released") or {}).get("released") is False:
         return "restart"  # its release option: the old server's GPUs or port were never free, nothing started
     return {"sglang_preflight": "preflight", "sglang_ready": "readiness", "gpu_released": "restart",
-            "sglang_smoke": "smoke", "sglang_bench": "benchmark", "sglang_bench_wait": "benchmark",
-            "gpu_facts": "facts", "port_owner": "preflight",
+            "sglang_smoke": "smoke", "sglang_accuracy": "accuracy", "sglang_bench": "benchmark",
+            "sglang_bench_wait": "benchmark", "gpu_facts": "facts", "port_owner": "preflight",
             "interconnect_facts": "interconnect"}.get(action, "other")
 
 
@@ -388,6 +396,11 @@ def stage_of(task_action, failed_result=None):
 READINESS_KEYS = ("state", "cause", "phase", "after_ready", "decisive_line", "traceback", "timeline", "elapsed",
                   "health_sequence", "unit_state", "invocation_id", "started", "node_rank", "node_host", "nodes",
                   "released")
+
+
+# What a record keeps of the accuracy stage (sglang_accuracy's result; docs/results.md).
+ACCURACY_KEYS = ("state", "accuracy", "invalid", "latency_s", "output_throughput", "num_questions", "correct",
+                 "threshold", "reason", "wrong_examples", "command", "crash", "elapsed", "msg")
 
 
 def nodes_of(plan):
@@ -419,8 +432,9 @@ def build_point_record(ctx):
     preflight = ctx.get("preflight") or {}
     launch = ctx.get("launch") or {}
     benchmark = annotate_interconnect(benchmark, ctx.get("interconnect"), launch)
+    accuracy = ctx.get("accuracy") or {}
     status, cause = point_status(ctx.get("failed_stage"), ctx.get("failed_result"), readiness, smoke, benchmark,
-                                 preflight)
+                                 preflight, accuracy)
     started = ctx.get("started")
     record = {
         "schema": SCHEMA,
@@ -446,6 +460,7 @@ def build_point_record(ctx):
                                        "preflight_warnings", "advice", "forced", "effective_backend", "sm")),
         "readiness": _pick(readiness, READINESS_KEYS),
         "smoke": _pick(smoke, ("state", "answers", "reasons", "agreement", "model", "crash", "elapsed")),
+        "accuracy": dict(_pick(accuracy, ACCURACY_KEYS), settings=ctx.get("accuracy_settings") or {}),
         "benchmark": dict(_pick(benchmark, ("state", "levels", "model", "tokenizer", "sampler",
                                             "overhead_s_per_level", "crash", "elapsed", "msg", "stopped_run")),
                           settings=ctx.get("bench_settings") or {}),

@@ -13,8 +13,9 @@ every run), the ``moesweep report`` command and the Python API all import it.
   reason, startup time, bench_serving's output and total token throughput at every concurrency level
   (a number only for a level whose every request succeeded on a valid GPU state; any other level says
   ``failed`` or ``invalid``, never a number), TTFT, GPU utilization and power at the reference level, the
-  diagnosis verdict, and whether the point ran on a SIMULATED host.
-* ``best_point(records, reference_concurrency)`` is the passed point with the highest output throughput
+  diagnosis verdict, the GSM8K accuracy with its comparison to the reference backend
+  (``accuracy.reference_comparisons``), and whether the point ran on a SIMULATED host.
+* ``best_point(records, reference_concurrency)`` is the passed point (never a ``bad_accuracy`` one) with the highest output throughput
   at the reference level (ties: the lower p99 TTFT).
 * ``render_markdown`` / ``render_csv`` / ``render_text`` draw the rows. Rows from simulated hosts say
   SIMULATED in every rendering, and a table never holds simulated and measured rows without a column
@@ -34,10 +35,12 @@ import io
 import json
 import os
 
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import accuracy as accuracy_test
+
 SCHEMA = "moesweep.point/2"
 POINTS_FILE = "points.jsonl"
-STATUSES = ("passed", "refused", "crashed", "hang", "timeout", "bad_output", "bench_failed", "invalid_gpu_state",
-            "failed", "interrupted", "unreachable")
+STATUSES = ("passed", "refused", "crashed", "hang", "timeout", "bad_output", "bad_accuracy", "bench_failed",
+            "invalid_gpu_state", "failed", "interrupted", "unreachable")
 # Startup phases of readiness.timeline (plugins/module_utils/sglang_log.py PHASES), as the report names them.
 STARTUP_PHASES = (
     ("init", "init"),
@@ -387,6 +390,8 @@ def decisive(record):
     if status == "bad_output":
         reasons = smoke.get("reasons") or []
         return _first_line(reasons[0]) if reasons else "the smoke check found garbage output"
+    if status == "bad_accuracy":
+        return accuracy_text(record.get("accuracy") or {}) or "GSM8K accuracy below the threshold"
     if status in ("bench_failed", "invalid_gpu_state"):
         wanted = "invalid" if status == "invalid_gpu_state" else "failed"
         for lv in levels(record):
@@ -452,6 +457,14 @@ def failure_details(record):
                                                 " (%d characters)" % len(text) if len(text) > 100 else ""))
         if texts and excerpt is None:
             excerpt = "\n".join(texts)
+    acc = record.get("accuracy") or {}
+    if acc.get("state") not in (None, "ok"):
+        lines.append("accuracy: %s" % (accuracy_text(acc) or acc.get("msg") or acc.get("state")))
+        source = (acc.get("settings") or {}).get("threshold_source")
+        if source and acc.get("state") == "bad_accuracy":
+            lines.append("threshold from: %s" % source)
+        if excerpt is None and acc.get("wrong_examples"):
+            excerpt = "\n".join(wrong_answer_lines(acc.get("wrong_examples")))
     for lv in levels(record):
         if lv["state"] == "failed":
             lines.append("benchmark c%d: %s" % (lv["concurrency"], lv["reason"]))
@@ -514,6 +527,45 @@ def caveats(record):
 
 # --------------------------------------------------------------------------------------------------
 # The table
+
+
+def accuracy_text(acc):
+    """A point's accuracy verdict in words: ``0.640 (128/200 GSM8K) < threshold 0.800``."""
+    if not isinstance(acc.get("accuracy"), (int, float)):
+        return ""
+    text = "GSM8K accuracy %.3f (%s/%s)" % (acc["accuracy"], acc.get("correct"), acc.get("num_questions"))
+    threshold = acc.get("threshold")
+    if isinstance(threshold, (int, float)):
+        text += " %s threshold %.3f" % ("<" if acc.get("state") == "bad_accuracy" else ">=", threshold)
+    return text
+
+
+def wrong_answer_lines(examples):
+    """One line per wrong GSM8K answer: the question, the expected number and what the answer ended with."""
+    out = []
+    for ex in examples or []:
+        if not isinstance(ex, dict):
+            continue
+        answer = " ".join(str(ex.get("answer") or "").split())
+        out.append("Q%s: %s | expected %s, answered %s: ...%s" % (
+            ex.get("index"), _first_line(ex.get("question"), 160), ex.get("label"),
+            "no number" if ex.get("value") is None else ex.get("value"), answer[-120:]))
+    return out
+
+
+def accuracy_cell(row):
+    """The table's accuracy cell: share (correct/asked), a verdict below the threshold, a flagged drop."""
+    if row.get("accuracy") is None:
+        return "-" if not row.get("accuracy_state") else row["accuracy_state"]
+    text = "%.3f (%s/%s)" % (row["accuracy"], row.get("accuracy_correct"), row.get("accuracy_questions"))
+    if row.get("accuracy_state") == "bad_accuracy":
+        text += " < %.2f" % row["accuracy_threshold"]
+    cmp_ = row.get("accuracy_vs_reference") or {}
+    if cmp_.get("flagged"):
+        text += " DROP vs %s %.3f (p=%.2g, confidence %.1f%%)" % (
+            cmp_.get("reference"), cmp_.get("reference_accuracy"), cmp_.get("p_value"),
+            100.0 * cmp_.get("confidence"))
+    return text
 
 
 def concurrency_levels(records):
@@ -595,8 +647,10 @@ def summary_rows(records, reference_concurrency=None):
         best = best_point(group, reference) if group and reference is not None else None
         if best is not None:
             best_ids.add(id(best))
+    versus = accuracy_test.reference_comparisons(points)
     rows = []
     for record in points:
+        acc = record.get("accuracy") or {}
         by_c = {lv["concurrency"]: lv for lv in levels(record)}
         cells = []
         for c in all_levels:
@@ -639,6 +693,13 @@ def summary_rows(records, reference_concurrency=None):
             "allreduce_pct": allreduce_pct(record, reference),
             "forced": bool((record.get("preflight") or {}).get("forced")),
             "best": id(record) in best_ids,
+            "accuracy_state": acc.get("state"),
+            "accuracy": _num(acc.get("accuracy")),
+            "accuracy_correct": acc.get("correct"),
+            "accuracy_questions": acc.get("num_questions"),
+            "accuracy_threshold": _num(acc.get("threshold")),
+            "accuracy_vs_reference": versus.get(id(record)),
+            "accuracy_wrong_examples": acc.get("wrong_examples") or [],
         })
     return rows
 
@@ -721,6 +782,8 @@ def table_columns(rows, reason_limit=120):
         ("all-reduce %% of ITL%s" % at, lambda r: fmt_number(r.get("allreduce_pct"))),
         ("diagnosis", lambda r: r["diagnosis"] or "-"),
     ]
+    if any(r.get("accuracy_state") for r in rows):
+        cols.append(("GSM8K accuracy", accuracy_cell))
     return cols
 
 
@@ -756,6 +819,11 @@ def table_notes(rows):
     notes.append("A level's cell (c<N> out/total) is bench_serving's output / total token throughput in tok/s when "
                  "every request of the level succeeded on a valid GPU state; `failed` and `invalid` levels have no "
                  "figures.")
+    if any(r.get("accuracy_state") for r in rows):
+        notes.append("GSM8K accuracy: sglang's few-shot evaluator (sglang.test.few_shot_gsm8k, greedy) on the shipped "
+                     "subset; below its threshold a point is bad_accuracy and never the best. A DROP is a lower "
+                     "accuracy than the reference backend's by more than the subset's sampling noise: %s, flagged "
+                     "at p < %.2f." % (accuracy_test.TEST_NAME, accuracy_test.ALPHA))
     if any(r.get("simulated") for r in rows):
         notes.append(SIMULATED_NOTE)
     return notes
@@ -799,7 +867,9 @@ def render_markdown(rows, title=None, reason_limit=120):
 CSV_FIELDS = ("sweep_id", "data", "simulated", "host", "point", "backend", "status", "cause", "reason", "startup_s",
               "gpus", "reference_concurrency", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms",
               "tok_s_per_user", "tok_s_per_gpu", "gpu_util_pct", "gpu_power_pct", "gpu_power_w", "diagnosis",
-              "forced", "best", "allreduce_pct")
+              "forced", "best", "allreduce_pct", "accuracy_state", "accuracy", "accuracy_correct", "accuracy_questions",
+              "accuracy_threshold", "accuracy_reference", "accuracy_reference_accuracy", "accuracy_drop_p_value",
+              "accuracy_drop_flagged")
 
 
 def render_csv(rows):
@@ -814,8 +884,14 @@ def render_csv(rows):
     writer.writerow(header)
     for row in rows:
         line = []
+        versus = row.get("accuracy_vs_reference") or {}
         for key in CSV_FIELDS:
             value = row.get(key)
+            if key.startswith("accuracy_") and key not in row:
+                value = {"accuracy_reference": versus.get("reference"),
+                         "accuracy_reference_accuracy": versus.get("reference_accuracy"),
+                         "accuracy_drop_p_value": versus.get("p_value"),
+                         "accuracy_drop_flagged": versus.get("flagged")}.get(key)
             if isinstance(value, bool):
                 value = "true" if value else "false"
             elif isinstance(value, float):

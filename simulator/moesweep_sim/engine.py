@@ -27,7 +27,7 @@ def count_prompt_tokens(text: str) -> int:
 
 class Req:
     def __init__(self, prompt_tokens: int, max_new: int, ignore_eos: bool, seed: str, rid: str | None = None,
-                 count_in_metrics: bool = True, stream: bool = False):
+                 count_in_metrics: bool = True, stream: bool = False, script: list[str] | None = None):
         self.rid = rid or uuid.uuid4().hex
         self.stream = stream
         self.prompt_tokens = max(1, prompt_tokens)
@@ -37,6 +37,8 @@ class Req:
         self.seed = h
         # without ignore_eos the simulated model "emits EOS" after a deterministic length
         self.eos_at = None if ignore_eos else 8 + h % 57
+        # a scripted answer (gsm8k.script): one text piece per token, then the stop string that ends it
+        self.script = script
         self.out_ids: list[int] = []
         self.created = time.time()
         self.first_token_time = None
@@ -52,14 +54,20 @@ class Req:
         self.prefill_end = 0.0
         self.prefill_finished_ts = 0.0
         self.is_health_check = self.rid.startswith("HEALTH_CHECK")
+        self.garbage_out = False
 
     def next_token(self, garbage: bool) -> int:
         k = len(self.out_ids)
+        if self.script is not None and not garbage:
+            # ids of the test tokenizer's range; a scripted piece is not one of its words (only the text is read)
+            return TOKEN_ID_BASE + int(hashlib.sha256(self.script[k].encode()).hexdigest()[:6], 16) % len(VOCAB)
         idx = self.seed % len(VOCAB) if garbage else (self.seed + 7 * k + k * k) % len(VOCAB)
         return TOKEN_ID_BASE + idx
 
     @property
     def text(self) -> str:
+        if self.script is not None and not self.garbage_out:
+            return "".join(self.script[:len(self.out_ids)])
         return " ".join(VOCAB[i - TOKEN_ID_BASE] for i in self.out_ids)
 
 
@@ -230,11 +238,21 @@ class Engine:
                              "err_type": None})
             return
         if r.max_new > 0:
+            r.garbage_out = self.garbage
             r.out_ids.append(r.next_token(self.garbage))
             if r.count_in_metrics:
                 self.stats["generation_tokens"] += 1
         k = len(r.out_ids)
-        if r.eos_at is not None and k >= r.eos_at and k < r.max_new:
+        if r.script is not None and not self.garbage:
+            # the length limit first, then the stop string the evaluator asked for, its text trimmed
+            # (srt/managers/schedule_batch.py Req.check_finished: FINISH_LENGTH, then FINISH_MATCHED_STR)
+            if k >= r.max_new:
+                self._finish(r, {"type": "length", "length": r.max_new})
+            elif k >= len(r.script):
+                self._finish(r, {"type": "stop", "matched": "Question"})
+            else:
+                self._pending.append((r, ("token", k)))
+        elif r.eos_at is not None and k >= r.eos_at and k < r.max_new:
             self._finish(r, {"type": "stop", "matched": 151329})
         elif k >= r.max_new:
             self._finish(r, {"type": "length", "length": r.max_new})

@@ -6,7 +6,8 @@ faults are read live, so writing or clearing the fault file while a server runs 
 
 * ``stall``: the scheduler's batch in flight stops making progress (as a hung NCCL collective does);
 * ``hw_slowdown[:GPU]``: the driver reports HW (thermal) slowdown on that GPU (default 0, ``all`` for all);
-* ``ecc_error[:GPU]``: the volatile uncorrected ECC counter of that GPU counts up.
+* ``ecc_error[:GPU]``: the volatile uncorrected ECC counter of that GPU counts up;
+* ``low_accuracy[:RATE][@BACKEND]``: a share of the few-shot GSM8K questions is answered wrongly (``gsm8k.py``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import os
 import time
 
 STARTUP_FAULTS = ("oom_kv", "oom_graph", "hang_capture", "crash_after_ready", "garbage", "slow_jit", "port_in_use")
-LIVE_FAULTS = ("stall", "hw_slowdown", "ecc_error")
+LIVE_FAULTS = ("stall", "hw_slowdown", "ecc_error", "low_accuracy")
 FAULTS = STARTUP_FAULTS + LIVE_FAULTS
 DEFAULT_FILE = "/run/moesweep-sim/fault"
 

@@ -23,6 +23,7 @@ import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from . import gsm8k
 from . import templates as T
 from .engine import Req, count_prompt_tokens
 from .log import Log
@@ -296,11 +297,11 @@ class Handler(BaseHTTPRequestHandler):
                                b"be performed.)\n", "text/plain; charset=utf-8")
 
     # ------------------------------------------------------------ generation
-    def _make_req(self, prompt_tokens, sp, seed, rid=None, stream=False):
+    def _make_req(self, prompt_tokens, sp, seed, rid=None, stream=False, script=None):
         s = self.server_obj
         max_new = sp.get("max_new_tokens")
         max_new = 128 if max_new is None else int(max_new)
-        req = Req(prompt_tokens, max_new, bool(sp.get("ignore_eos")), seed, rid=rid, stream=stream)
+        req = Req(prompt_tokens, max_new, bool(sp.get("ignore_eos")), seed, rid=rid, stream=stream, script=script)
         req.tm = ReqState(req, stream)
         s.create_handle_loop()
         if s.status == "Up":
@@ -372,16 +373,19 @@ class Handler(BaseHTTPRequestHandler):
                 return self._json(400, {"error": {"message": "batch input is not supported by the simulator"}})
             prompt = count_prompt_tokens(str(body["text"]))
             seed = str(body["text"])
+            # a question of the shipped GSM8K split, asked the way sglang's few-shot evaluator asks it
+            script = gsm8k.script(seed, s.backend)
         elif "input_ids" in body and body["input_ids"] is not None:
             ids = body["input_ids"]
             if ids and isinstance(ids[0], list):
                 return self._json(400, {"error": {"message": "batch input is not supported by the simulator"}})
             prompt = len(ids)
             seed = json.dumps(ids)
+            script = None
         else:
             return self._json(400, {"error": {"message": "Either text, input_ids or input_embeds should be provided."}})
         stream = bool(body.get("stream"))
-        req = self._make_req(prompt, sp, seed, rid=body.get("rid"), stream=stream)
+        req = self._make_req(prompt, sp, seed, rid=body.get("rid"), stream=stream, script=script)
         if not stream:
             while req.events.get()[0] != "finish":
                 pass

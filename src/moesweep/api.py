@@ -84,6 +84,9 @@ class PointResult:
     levels: list[Level]
     decisive_line: str | None
     record: dict = field(repr=False)
+    # the accuracy stage: sglang's few-shot GSM8K share of correct answers and its verdict (ok, bad_accuracy, ...)
+    accuracy: float | None = None
+    accuracy_state: str | None = None
 
     @property
     def passed(self) -> bool:
@@ -105,7 +108,9 @@ class PointResult:
                    simulated=bool(rec.get("simulated")), config_hash=rec.get("config_hash"),
                    started=rec.get("started"), finished=rec.get("finished"), seconds=rec.get("seconds"),
                    levels=[Level.from_record(lv) for lv in ((rec.get("benchmark") or {}).get("levels") or [])],
-                   decisive_line=readiness.get("decisive_line") or rec.get("failed_msg"), record=rec)
+                   decisive_line=readiness.get("decisive_line") or rec.get("failed_msg"), record=rec,
+                   accuracy=(rec.get("accuracy") or {}).get("accuracy"),
+                   accuracy_state=(rec.get("accuracy") or {}).get("state"))
 
 
 @dataclass
@@ -159,7 +164,7 @@ class SweepResult:
         rows = []
         for p in self.points:
             base = {"sweep_id": p.sweep_id, "host": p.host, "point": p.point, "backend": p.backend,
-                    "status": p.status, "cause": p.cause, "simulated": p.simulated}
+                    "status": p.status, "cause": p.cause, "simulated": p.simulated, "accuracy": p.accuracy}
             for lv in p.levels or [None]:
                 row = dict(base)
                 if lv is not None:
@@ -222,6 +227,7 @@ PHASES = (
     ("Wait for every rank at once", ("readiness",)),
     ("Judge the running server", ("readiness",)),
     ("Check what the server generates", ("smoke",)),
+    ("Measure accuracy on the GSM8K subset", ("accuracy",)),
     ("Benchmark with sglang's bench_serving", ("benchmark",)),
     ("Record the point", ("record",)),
     ("Record the failed point", ("record",)),

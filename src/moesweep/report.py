@@ -469,6 +469,39 @@ def plot_interconnect(kind, measurements, point_records):
     ax_t.set_yscale("log")
     fig.suptitle(_title(kind, "All-reduce over the TP group"))
     return _finish(fig, kind, rect=_legend_below(fig, ax_t, kind, ncol=1))
+def plot_accuracy(kind, records, labels, reference):
+    """One marker per point: GSM8K accuracy against output tok/s at the reference level (points without an ok
+    reference level at x = 0, marked so); the threshold as a dashed line; bad_accuracy points in red."""
+    points = [r for r in records if isinstance((r.get("accuracy") or {}).get("accuracy"), (int, float))]
+    if not points:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8.5, 5))
+    colors = dict(zip([id(r) for r in points], _colors(len(points)), strict=True))
+    thresholds = set()
+    for r in points:
+        acc = r["accuracy"]
+        x = summary.ok_figure(r, reference, "output_throughput") if reference else None
+        bad = r.get("status") == "bad_accuracy"
+        ax.scatter([x or 0.0], [acc["accuracy"]], s=70, marker="X" if bad else "o",
+                   color="#b00020" if bad else colors[id(r)], label=labels[id(r)], zorder=3)
+        note = "bad_accuracy" if bad else ""
+        if x is None:
+            note = (note + ", " if note else "") + f"no ok c{reference} level"
+        if note:
+            ax.annotate(note, (x or 0.0, acc["accuracy"]), xytext=(5, -10), textcoords="offset points", fontsize=7,
+                        color="#b00020")
+        if isinstance(acc.get("threshold"), (int, float)):
+            thresholds.add(acc["threshold"])
+    for value in sorted(thresholds):
+        ax.axhline(value, color="#b00020", linestyle="--", linewidth=1, label=f"threshold {value:.2f}")
+    ax.set_xlabel(f"output tok/s at c{reference}" if reference else "output tok/s")
+    ax.set_ylabel("GSM8K accuracy (few-shot, greedy)")
+    ax.set_ylim(min([0.5] + [r["accuracy"]["accuracy"] - 0.05 for r in points]), 1.02)
+    ax.grid(True, linestyle="--", linewidth=0.5, alpha=0.6)
+    ax.legend(fontsize=8)
+    ax.set_title(_title(kind, "Accuracy against output throughput"))
+    return _finish(fig, kind)
 
 
 PLOTS = (
@@ -495,6 +528,10 @@ PLOTS = (
      "time and busbw); dotted lines: one decode all-reduce (hidden size x concurrency x 2 bytes) at each level. The "
      "table's all-reduce column is that time x the all-reduces of a decode step over the level's ITL.",
      "no all-reduce measurement was recorded (interconnect.jsonl)"),
+    ("accuracy", "Accuracy against output throughput",
+     "sglang's few-shot GSM8K accuracy of each point against its output tok/s at the reference level; a red X is "
+     "a bad_accuracy point (below the dashed threshold): fast, but not a result.",
+     "no point has a GSM8K accuracy"),
 )
 
 
@@ -512,6 +549,7 @@ def make_plots(records, reference, measurements=()):
             "startup": lambda g, lb=labels, k=kind: plot_startup(k, g, lb),
             "gpu": lambda g, lb=labels, k=kind: plot_gpu(k, g, lb, reference) if reference else None,
             "interconnect": lambda g, k=kind, ms=mine: plot_interconnect(k, ms, g),
+            "accuracy": lambda g, lb=labels, k=kind: plot_accuracy(k, g, lb, reference),
         }
         for name, title, caption, why in PLOTS:
             if name == "gpu" and reference:
@@ -607,6 +645,9 @@ DEFINITIONS = (
     "while requests wait for prefill.",
     "GPU utilization is nvidia-smi's `utilization.gpu` (the share of time any kernel ran, not how much of the "
     "GPU worked); power is the board's draw as a share of its enforced power limit.",
+    "GSM8K accuracy is sglang's own `sglang.test.few_shot_gsm8k` (5-shot, greedy, the first N questions of the "
+    "GSM8K test split, https://github.com/openai/grade-school-math, MIT) run from the benchmark client against the "
+    "point's server; a point below its threshold is bad_accuracy and never the best or the restore's choice.",
 )
 
 

@@ -110,3 +110,17 @@ def test_a_skipped_include_does_not_say_readiness_before_the_restart():
                          "the server and wait") == ("restart", "readiness")
     assert api.phases_of("Check names and timeouts") == ("preflight",)
     assert api.phases_of("Stop rank 0 first") == ("restart",)
+
+
+def test_the_accuracy_stage_is_a_phase_and_a_point_result_field():
+    import yaml
+    from helpers.paths import REPO
+
+    tasks = yaml.safe_load((REPO / "roles/sglang_bench/tasks/main.yml").read_text())
+    block = next(t for t in tasks if t["name"].startswith("Accuracy"))
+    stage = next(t["name"] for t in block["block"] if "moesweep.sweep.sglang_accuracy" in t)
+    assert api.phases_of(stage) == ("accuracy",)
+    rec = {"kind": "point", "host": "h", "point": "triton", "status": "bad_accuracy",
+           "accuracy": {"state": "bad_accuracy", "accuracy": 0.6}}
+    point = api.PointResult.from_record(rec)
+    assert point.accuracy == 0.6 and point.accuracy_state == "bad_accuracy" and not point.passed

@@ -159,7 +159,8 @@ def ssh_key() -> Path:
 
 
 def build_payload(cluster: str) -> Path:
-    """Copy the simulator and the flag schema data into one read-only tree for the cluster's hosts.
+    """Copy the simulator, the flag schema data and the GSM8K test split (the simulated server answers the accuracy
+    stage's questions from it) into one read-only tree for the cluster's hosts.
 
     One tree per cluster: hosts bind-mount the directory itself, so replacing it while another
     cluster's hosts run would leave them looking at a deleted directory."""
@@ -171,9 +172,10 @@ def build_payload(cluster: str) -> Path:
     tmp = dest.with_name(f"{cluster}.partial")
     state.remove_tree(tmp)
     shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "README.md"))
-    data = REPO_ROOT / "data" / "sglang"
-    if data.is_dir():
-        shutil.copytree(data, tmp / "data" / "sglang")
+    for name in ("sglang", "gsm8k"):
+        data = REPO_ROOT / "data" / name
+        if data.is_dir():
+            shutil.copytree(data, tmp / "data" / name)
     if dest.exists() or dest.is_symlink():
         old = dest.with_name(f"{cluster}.old")
         state.remove_tree(old)
