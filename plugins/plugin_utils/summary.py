@@ -15,8 +15,8 @@ every run), the ``moesweep report`` command and the Python API all import it.
   ``failed`` or ``invalid``, never a number), TTFT, GPU utilization and power at the reference level, the
   diagnosis verdict, the GSM8K accuracy with its comparison to the reference backend
   (``accuracy.reference_comparisons``), and whether the point ran on a SIMULATED host.
-* ``best_point(records, reference_concurrency)`` is the passed point (never a ``bad_accuracy`` one) with the highest output throughput
-  at the reference level (ties: the lower p99 TTFT).
+* ``best_point(records, reference_concurrency)`` is the passed point (never a ``bad_accuracy`` one) with the
+  highest output throughput at the reference level (ties: the lower p99 TTFT).
 * ``render_markdown`` / ``render_csv`` / ``render_text`` draw the rows. Rows from simulated hosts say
   SIMULATED in every rendering, and a table never holds simulated and measured rows without a column
   saying which is which (Markdown and text put them in separate tables as well).
