@@ -280,9 +280,21 @@ def requests_needed(thr, concurrency, precision, pilot_requests):
     if rel is not None and rel <= precision:
         return 0
     if rel is None or steady <= 0:
-        return max(c, int(pilot_requests), MIN_BATCHES)
+        return whole_cohorts(max(int(pilot_requests), MIN_BATCHES), c)
     want = steady * (rel / float(precision)) ** 2
-    return max(c, int(math.ceil(want - steady)) + c)
+    return whole_cohorts(int(math.ceil(want - steady)) + c, c)
+
+
+def whole_cohorts(requests, concurrency):
+    """``requests`` rounded up to a multiple of ``concurrency``: a closed loop's last, partial cohort would run in
+    the drain, where it counts for nothing."""
+    c = max(1, int(concurrency))
+    return max(c, int(math.ceil(requests / float(c))) * c)
+
+
+def pilot_requests(concurrency, pilot_prompts):
+    """A sized level's first round: at least ``pilot_prompts`` requests and one per slot, in whole cohorts."""
+    return whole_cohorts(max(int(pilot_prompts), 1), concurrency)
 
 
 def budget_requests(wanted, concurrency, seconds_per_request, budget_left_s):

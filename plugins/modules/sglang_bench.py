@@ -206,7 +206,8 @@ options:
     type: float
     default: 900
   pilot_prompts:
-    description: Fewest requests of a sized level's pilot round (the pilot is at least one request per slot).
+    description: Fewest requests of a sized level's pilot round; the pilot runs whole cohorts (a multiple of the
+      level, at least one request per slot).
     type: int
     default: 5
   repetitions:
@@ -717,7 +718,7 @@ def main():
         sized = p["precision"] > 0 and counts is None
         if sized:  # each level's first round is its pilot; the rounds after it are sized from what it gave
             bs.plan_levels(p["concurrency"], None)  # the same checks of the levels
-            counts = [max(c, p["pilot_prompts"]) for c in p["concurrency"]]
+            counts = [bst.pilot_requests(c, p["pilot_prompts"]) for c in p["concurrency"]]
         levels = bs.plan_levels(p["concurrency"], counts, p["prompts_per_concurrency"], p["min_prompts"])
         bs.check_lengths(p["input_len"], p["output_len"], p["range_ratio"])
         if not 0.0 <= p["precision"] < 1.0:

@@ -126,6 +126,13 @@ def test_requests_needed():
     # 4 % from 64 steady requests: 256 for 2 %, 192 more, and the new round's own drain
     assert bst.requests_needed({"steady_requests": 64, "half_width_rel": 0.04}, 64, 0.02, 64) == 192 + 64
     assert bst.requests_needed({"steady_requests": 3, "half_width_rel": None}, 1, 0.02, 3) == bst.MIN_BATCHES
+    # rounded up to whole cohorts of the level
+    assert bst.requests_needed({"steady_requests": 3, "half_width_rel": None}, 4, 0.02, 5) == 8
+    assert bst.requests_needed({"steady_requests": 8, "half_width_rel": 0.03}, 4, 0.02, 8) == 16
+
+
+def test_pilot_requests():
+    assert [bst.pilot_requests(c, 5) for c in (1, 4, 8, 64)] == [5, 8, 8, 64]
 
 
 def test_budget_requests():
