@@ -213,3 +213,34 @@ def test_pareto_frontier_is_vllms():
     # vllm/benchmarks/sweep/plot_pareto.py _pareto_frontier: points no other beats on both axes
     pairs = [(10.0, 1.0), (8.0, 3.0), (8.0, 2.0), (5.0, 2.5), (2.0, 6.0), (1.0, 5.0)]
     assert report.pareto_frontier(pairs) == [(2.0, 6.0), (8.0, 3.0), (10.0, 1.0)]
+
+
+def test_intervals_draw_error_bars_and_the_table_says_ties(tmp_path, capsys, monkeypatch):
+    """Levels with a steady-state interval: an error bar per level on the throughput plot, the interval and the
+    requests in the table, the tie rule in the definitions."""
+    import json
+
+    import matplotlib.axes
+
+    lines = (SIM / "points.jsonl").read_text().splitlines()
+    out_lines = []
+    for line in lines:
+        rec = json.loads(line)
+        for lv in (rec.get("benchmark") or {}).get("levels") or []:
+            value = (lv.get("figures") or {}).get("output_throughput")
+            if lv.get("ok") and value:
+                lv["stats"] = {"steady_output_throughput": {"value": value * 1.01, "low": value, "high": value * 1.02,
+                                                            "half_width": value * 0.01, "half_width_rel": 0.0099,
+                                                            "requests": 40},
+                               "precision_target": 0.02}
+        out_lines.append(json.dumps(rec))
+    src = tmp_path / "sweep"
+    src.mkdir()
+    (src / "points.jsonl").write_text("\n".join(out_lines) + "\n")
+    bars = []
+    real = matplotlib.axes.Axes.errorbar
+    monkeypatch.setattr(matplotlib.axes.Axes, "errorbar", lambda self, *a, **k: bars.append(a) or real(self, *a, **k))
+    assert main(["report", str(src), "--out", str(tmp_path / "out")]) == 0
+    assert bars  # one per ok level with an interval
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "95 % CI, requests" in md and "40 req" in md and "Ties: " in md and "steady state, 95 % interval" not in md
