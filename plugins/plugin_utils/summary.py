@@ -283,6 +283,40 @@ def latency_at(record, concurrency, name="ttft", pct=99):
     return dict(iv, n=entry.get("n"))
 
 
+def sla_concurrency(record, ttft_p99_ms=None, itl_p99_ms=None):
+    """The SLA search over a point's levels, as vLLM's ``vllm bench sweep serve_sla`` and AIPerf's goodput ask
+    it: the highest concurrency whose p99 TTFT and p99 ITL meet the SLOs (ms; None: no such SLO), among the levels
+    that ran (no extra level is run). Returns {concurrency, confident, output_tok_s, levels}: ``concurrency`` the
+    highest level meeting both by its p99 values (None when none does); ``confident`` the highest whose 95 % upper
+    bounds meet them too (a p99 the sample cannot bound from above is not confident); ``levels`` per level:
+    {concurrency, meets, confident, ttft_p99, itl_p99}. A level above one that failed its SLO does not count,
+    since latency grows with concurrency and a later pass is noise."""
+    out = {"concurrency": None, "confident": None, "output_tok_s": None, "levels": []}
+    broken = broken_conf = False
+    for lv in levels(record):
+        if lv["state"] != "ok":
+            continue
+        c = lv["concurrency"]
+        checks, conf = [], []
+        for slo, name, key in ((ttft_p99_ms, "ttft", "p99_ttft_ms"), (itl_p99_ms, "itl", "p99_itl_ms")):
+            if slo is None:
+                continue
+            iv = latency_at(record, c, name) or {"value": _num(lv["figures"].get(key)), "high": None}
+            checks.append(iv.get("value") is not None and iv["value"] <= slo)
+            conf.append(iv.get("high") is not None and iv["high"] <= slo)
+        meets, confident = all(checks), all(conf)
+        broken = broken or not meets
+        broken_conf = broken_conf or not confident
+        out["levels"].append({"concurrency": c, "meets": meets, "confident": confident,
+                              "ttft_p99": latency_at(record, c, "ttft"), "itl_p99": latency_at(record, c, "itl")})
+        if not broken:
+            thr = throughput_at(record, c)
+            out["concurrency"], out["output_tok_s"] = c, thr["value"] if thr else None
+        if not broken_conf:
+            out["confident"] = c
+    return out
+
+
 def _flag(flags, *names):
     for name in names:
         if name in flags:

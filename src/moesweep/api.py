@@ -177,6 +177,14 @@ class SweepResult:
         _best, tied = summary.ranking([p.record for p in self.points], concurrency, host=host)
         return [PointResult.from_record(r) for r in tied]
 
+    def sla(self, ttft_p99_ms: float | None = None, itl_p99_ms: float | None = None) -> dict:
+        """{point: the SLA search of each passed point} - the highest concurrency among the levels it ran whose p99
+        TTFT and ITL meet these SLOs (ms), and the highest that meets them by the 95 % upper bounds too
+        (``summary.sla_concurrency``)."""
+        from ansible_collections.moesweep.sweep.plugins.plugin_utils import summary
+
+        return {p.point: summary.sla_concurrency(p.record, ttft_p99_ms, itl_p99_ms) for p in self.passed}
+
     def to_dataframe(self):
         """One row per point and level (pandas, an optional extra: pip install 'moesweep[dataframe]')."""
         try:

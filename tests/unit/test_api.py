@@ -140,3 +140,5 @@ def test_results_carry_intervals_sample_counts_and_ties(tmp_path):
     assert lv.latency("ttft") == {"value": 900.0, "low": 810.0, "high": None, "n": 64}
     assert res.best(64).point == "b" and [p.point for p in res.ties(64)] == ["a"]  # c is 11 % slower: not a tie
     assert res.restores[0].ties == ["a"]
+    sla = res.sla(ttft_p99_ms=850.0)
+    assert sla["a"]["concurrency"] is None and sla["b"]["concurrency"] == 64 and sla["b"]["confident"] is None

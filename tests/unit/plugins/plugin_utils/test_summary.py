@@ -376,3 +376,26 @@ def test_rows_csv_and_text_carry_intervals_and_sample_counts(sim):
 def test_records_without_intervals_rank_as_before(sim):
     assert summary.throughput_at(sim[0], 16)["source"] == "whole run"
     assert summary.ranking(sim, 16)[1] == []
+
+
+def _latency_levels(rec, by_c):
+    rec = copy.deepcopy(rec)
+    rec["benchmark"]["levels"] = [lv for lv in rec["benchmark"]["levels"] if lv["concurrency"] in by_c]
+    for lv in rec["benchmark"]["levels"]:
+        ttft, high = by_c[lv["concurrency"]]
+        lv["ok"] = True
+        lv["stats"] = {"latency": {"ttft": {"n": 40, "p99": {"value": ttft, "low": ttft * 0.9, "high": high}},
+                                   "itl": {"n": 4000, "p99": {"value": 30.0, "low": 29.0, "high": 31.0}}}}
+    return rec
+
+
+def test_sla_search_takes_the_highest_level_meeting_the_slos(sim):
+    levels_run = sorted(lv["concurrency"] for lv in sim[0]["benchmark"]["levels"])
+    lo, mid, hi = levels_run[0], levels_run[1], levels_run[-1]
+    rec = _latency_levels(sim[0], {lo: (100.0, 120.0), mid: (400.0, None), hi: (2000.0, 2500.0)})
+    sla = summary.sla_concurrency(rec, ttft_p99_ms=500.0, itl_p99_ms=50.0)
+    # mid meets the TTFT SLO by its p99, but 40 samples cannot bound its p99 from above: not confident
+    assert (sla["concurrency"], sla["confident"]) == (mid, lo)
+    assert [x["meets"] for x in sla["levels"]] == [True, True, False]
+    assert summary.sla_concurrency(rec, ttft_p99_ms=50.0)["concurrency"] is None
+    assert summary.sla_concurrency(rec, itl_p99_ms=20.0)["concurrency"] is None
