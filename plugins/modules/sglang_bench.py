@@ -990,7 +990,9 @@ def main():
     ordered = [results[c] for c, _n in levels]
     run_now = [lv for lv in ordered if not lv.get("reused")]
     wall = time.monotonic() - started
-    overhead = bs.overhead_per_level(wall - gated_s, [lv["figures"].get("duration") for lv in run_now]) if run_now else 0.0
+    overhead = bs.overhead_per_level(wall - gated_s, [
+        sum(r.get("duration") or 0.0 for r in lv["rounds"]) if lv.get("rounds") else lv["figures"].get("duration")
+        for lv in run_now]) if run_now else 0.0
     crash = {}
     state = "ok"
     if any((lv.get("diagnosis") or {}).get("invalid") for lv in ordered):
