@@ -631,9 +631,10 @@ def _best_key(record, reference):
 
 
 def _ties(a, b):
-    """Whether two reference figures (``throughput_at``) cannot be told apart. A figure without an interval (a
-    record written before levels carried one) ties only with an equal figure, as before."""
-    if a.get("half_width") is None or b.get("half_width") is None:
+    """Whether two reference figures (``throughput_at``) cannot be told apart. A whole-run figure (a record written
+    before levels carried stats) ties only with an equal figure, as before; a steady figure with too few batches for
+    an interval counts as uncertain by the precision target (``bench_stats.compare``)."""
+    if a["source"] != "steady state" or b["source"] != "steady state":
         return a["value"] == b["value"]
     return bench_stats.compare(a, b, max(a["precision"], b["precision"])) == "tie"
 

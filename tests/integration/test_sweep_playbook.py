@@ -87,6 +87,9 @@ def test_the_users_exact_command_records_one_benchmarked_point(bench_cluster, se
         assert lv["figures"]["completed"] == SMALL_BENCH_PROMPTS[lv["concurrency"]]
         assert lv["telemetry"]["gpus"] and lv["diagnosis"]["verdict"] == "launch_bound"
         assert lv["command"][:3] == ["python", "-m", "sglang.bench_serving"]
+        # given prompt counts: one fixed round, with its interval and sample counts (module_utils bench_stats)
+        assert lv["stats"]["ended_by"] == "fixed" and lv["stats"]["latency"]["ttft"]["n"] == lv["num_prompts"]
+        assert lv["stats"]["steady_output_throughput"]["requests"] == SMALL_BENCH_PROMPTS[lv["concurrency"]]
     assert rec["smoke"]["state"] == "ok" and rec["smoke"]["answers"]
     assert rec["readiness"]["state"] == "ready" and rec["readiness"]["timeline"]
     assert rec["launch"]["argv"] and "--moe-runner-backend" in rec["launch"]["argv"]
