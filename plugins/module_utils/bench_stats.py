@@ -28,6 +28,13 @@ lag-1 autocorrelation is significant (above ``2 / sqrt(batches)``), the usual ba
 Simulation Modeling and Analysis, ch. 9.5.3). The interval is Student's t on the batch means, at least
 ``MIN_BATCHES`` of them; a round (one bench_serving run) contributes its own batches, so repetitions pool.
 
+What the interval does not see: a closed loop of fixed lengths runs in cohorts (the requests that start together
+prefill together and end together), and a level of one cohort - a sized level's pilot at c >= 5 - has no second
+cohort to compare with: its interval is the spread within the cohort, near zero on a regular server. Offsets that
+shift a whole run (another restart, a loaded host, the client's per-request HTTP time) are outside it too. The
+comparison's precision floor (below) is what keeps them from ordering two points; ``repetitions`` (more rounds,
+other cohorts, pooled) widen the interval to include them.
+
 Percentiles (``percentile_interval``): the distribution-free interval of a quantile from order statistics (the
 binomial ranks around ``n * p``, normal approximation); where the sample cannot bound a side (p99 of 16 samples) that
 side is None. ITLs of one request are not independent; their interval is the same order-statistic one, stated with
