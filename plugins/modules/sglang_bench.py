@@ -593,7 +593,11 @@ def run_levels(module, p, plan_levels, env, driver=None, on_level=None, on_round
                         outcomes[current] = {"t_start": event["t"]}
                         on_level(current, event)
                     elif event.get("event") == "round":
-                        answer_round(proc, on_round(event["concurrency"], event) if on_round else 0)
+                        try:
+                            more = on_round(event["concurrency"], event) if on_round else 0
+                        except (ValueError, KeyError, TypeError, ZeroDivisionError, IOError, OSError):
+                            more = 0  # a round's file that cannot be read ends the level; its summary says why
+                        answer_round(proc, more)
                     elif event.get("event") == "main" and event.get("concurrency") in outcomes:
                         outcomes[event["concurrency"]]["t_main"] = event["t"]
                     elif event.get("event") == "end":
