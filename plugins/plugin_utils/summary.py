@@ -812,7 +812,7 @@ def table_columns(rows, reason_limit=120):
     for c in _levels_of(rows):
         cols.append(("c%d out/total" % c,
                      lambda r, c=c: next((level_cell(x) for x in r["levels"] if x["concurrency"] == c), "-")))
-    if any(r.get("ref_throughput") for r in rows):
+    if any((r.get("ref_throughput") or {}).get("source") == "steady state" for r in rows):
         cols.append(("steady out tok/s%s (95 %% CI, requests)" % at, lambda r: interval_text(r.get("ref_throughput"))))
     cols += [
         ("TTFT p50/p99 ms%s" % at, lambda r: "-" if r["ttft_p50_ms"] is None and r["ttft_p99_ms"] is None
