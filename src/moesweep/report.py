@@ -516,7 +516,8 @@ def hosts_table(records):
 
 
 SETTING_KEYS = ("client", "client_version", "backend", "dataset_name", "input_len", "output_len", "range_ratio",
-                "concurrency", "num_prompts", "reference_concurrency", "source")
+                "concurrency", "num_prompts", "precision", "level_budget_s", "repetitions", "reference_concurrency",
+                "source")
 
 
 def settings_line(records):
