@@ -12,6 +12,9 @@ The simulator's rates are simulation parameters (tokenmodel), not claims about h
 
 from __future__ import annotations
 
+import concurrent.futures
+import time
+
 import pytest
 from ansible_collections.moesweep.sweep.plugins.plugin_utils import records, summary
 from helpers import simbench
@@ -80,3 +83,21 @@ def test_ten_percent_apart_is_ordered_and_the_restore_takes_the_faster(runs):
     assert best["point"] == "ten_pct" and tied == []
     choice = records.choose_restore([base, ten], "h", "best", LEVEL, {}, ["base", "ten_pct"])
     assert choice["point"] == "ten_pct" and choice["ties"] == []
+
+
+def test_a_gated_sized_job_runs_its_rounds_once_released(client_python, tmp_path):
+    """A sweep's job is started gated: the go line and each round's question share the driver's stdin."""
+    server = simbench.SimServer(tmp_path / "srv", rates=BASE)
+    out = tmp_path / "out"
+    args = simbench.module_args(server, client_python, out, input_len=INPUT_LEN, output_len=OUTPUT_LEN,
+                                concurrency=[LEVEL], repetitions=2, gated=True, gate_timeout=300, telemetry=False)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        job = pool.submit(simbench.run_module, args, tmp_path / "job", server.smi_env)
+        time.sleep(2)
+        with server:
+            (out / "go").write_text("")
+            rc, res, _wall = job.result(timeout=300)
+    assert rc == 0 and res["state"] == "ok", res.get("msg")
+    (level,) = res["levels"]
+    assert len(level["rounds"]) == 2 and level["num_prompts"] == 2 * LEVEL * 2  # two pilots of two cohorts
+    assert level["stats"]["steady_output_throughput"]["rounds"] == 2 and level["stats"]["precise"]
