@@ -189,7 +189,8 @@ class ActionModule(ActionBase):
             choice = a["choice"] or {}
             ctx.update(point=choice.get("point"), backend=choice.get("backend"), policy=sweep.get("restore"),
                        previous_active=bool((a["previous"] or {}).get("active")),
-                       action=choice.get("action"), reason=choice.get("reason"), started=a["started"],
+                       action=choice.get("action"), reason=choice.get("reason"), ties=choice.get("ties") or [],
+                       started=a["started"],
                        readiness=a["readiness"] or a["failed_result"], failed_task=a["failed_task"],
                        failed_msg=(a["failed_result"] or {}).get("msg"), nodes=a["nodes"])
             record = records.build_restore_record(ctx)

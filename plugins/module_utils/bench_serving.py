@@ -136,6 +136,27 @@ def last_json_line(text):
     return None
 
 
+def json_lines(text):
+    """Every JSON object line of an output file, in order: one per bench_serving run (a level sized to a precision
+    target appends one per round)."""
+    out = []
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+    return out
+
+
+def round_ok(record):
+    """A round (one result line with ``--output-details``) where every request succeeded."""
+    errors = record.get("errors") or []
+    return bool(record.get("completed")) and record.get("completed") == len(record.get("ttfts") or errors) \
+        and not any(errors)
+
+
 def summarise_errors(errors, limit=MAX_ERRORS_KEPT):
     """Per-request error texts (empty for successes) -> [{error, count}], most frequent first."""
     counts = {}
@@ -221,6 +242,9 @@ def level_window(t_main, t_end, duration, t_start=None):
 # goes to its log).
 # With --wait it is started ahead: it imports, then reads its plan only after a line on stdin, so the imports
 # overlap the module's server checks and the sampler's first sample.
+# A level planned with "sized" (sized to a precision target, module_utils bench_stats) ends each round with a "round"
+# event and reads one JSON line on stdin: {"more": N} runs another round of N requests into the same output file
+# (bench_serving appends a line per run), anything else ends the level.
 DRIVER_SOURCE = r'''
 import contextlib, json, runpy, sys, time, traceback
 
@@ -241,6 +265,16 @@ class Stamped:
         return self.fh.write(text)
     def __getattr__(self, name):
         return getattr(self.fh, name)
+
+def next_round(args, num_prompts, rnd):
+    """A level's next round: ``num_prompts`` requests, no warmup (the server is warm), another seed (other
+    prompts), appended to the same output file."""
+    out = list(args)
+    for flag, value in (("--num-prompts", num_prompts), ("--warmup-requests", 0)):
+        out[out.index(flag) + 1] = str(value)
+    seed = out.index("--seed") + 1
+    out[seed] = str(int(out[seed]) + rnd - 1)
+    return out
 
 def main(plan_path, wait):
     t0 = time.time()
@@ -263,7 +297,25 @@ def main(plan_path, wait):
                 except BaseException as exc:  # the level failed: record it and go on with the next
                     rc, error = 1, "".join(traceback.format_exception_only(type(exc), exc)).strip()
                     traceback.print_exc()
-            emit(event="end", concurrency=level["concurrency"], t=time.time(), rc=rc, error=error)
+            rnd = 1
+            while level.get("sized") and rc == 0 and error is None:
+                # one more round of this level? the module answers from what the rounds so far gave
+                emit(event="round", concurrency=level["concurrency"], round=rnd, t=time.time())
+                line = sys.stdin.readline()
+                more = json.loads(line).get("more", 0) if line.strip() else 0
+                if not more:
+                    break
+                rnd += 1
+                with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+                    sys.argv = ["bench_serving"] + next_round(level["args"], more, rnd)
+                    try:
+                        runpy.run_module("sglang.bench_serving", run_name="__main__", alter_sys=True)
+                    except SystemExit as exc:
+                        rc = exc.code if isinstance(exc.code, int) else 1
+                    except BaseException as exc:
+                        rc, error = 1, "".join(traceback.format_exception_only(type(exc), exc)).strip()
+                        traceback.print_exc()
+            emit(event="end", concurrency=level["concurrency"], t=time.time(), rc=rc, error=error, rounds=rnd)
     emit(event="done", t=time.time())
 
 if __name__ == "__main__":

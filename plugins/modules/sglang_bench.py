@@ -105,7 +105,10 @@ options:
     elements: int
     default: [1, 8, 32, 64]
   num_prompts:
-    description: Prompts per level - one number for all, one per level, or empty for max(O(prompts_per_concurrency) x level, O(min_prompts)).
+    description:
+      - Prompts per level - one number for all, one per level (fixed counts, one round each), or empty - then each
+        level is sized to O(precision), or with O(precision=0) runs max(O(prompts_per_concurrency) x level,
+        O(min_prompts)).
     type: list
     elements: int
     default: []
@@ -187,6 +190,30 @@ options:
     description: The systemd unit running the server (its state goes into errors; its journal is read when the server dies).
     type: str
     default: sglang.service
+  precision:
+    description:
+      - The target relative half-width of each level's 95 % interval of its steady-state output throughput (0.02 =
+        +-2 %), for levels whose O(num_prompts) is empty. A level runs a pilot round of max(level, O(pilot_prompts))
+        requests, then rounds sized from what the rounds so far gave (module_utils bench_stats C(requests_needed)),
+        until its interval reaches this or O(level_budget_s) has no room for another round. 0 runs the fixed counts
+        (O(prompts_per_concurrency), O(min_prompts)) in one round.
+      - The interval is batch means over the requests that ran while every slot was busy (module_utils bench_stats).
+    type: float
+    default: 0.02
+  level_budget_s:
+    description: Seconds a sized level may spend on its rounds; a round that would not fit is not started (the level
+      records the precision it reached). Must be greater than 0.
+    type: float
+    default: 900
+  pilot_prompts:
+    description: Fewest requests of a sized level's pilot round; the pilot runs whole cohorts (a multiple of the
+      level, at least one request per slot).
+    type: int
+    default: 5
+  repetitions:
+    description: Fewest rounds of a sized level; more rounds pool into one interval (each round another seed).
+    type: int
+    default: 1
 attributes:
   check_mode:
     support: none
@@ -238,7 +265,12 @@ levels:
       the level's steady part - its C(window) and C(samples) leave out the first two sampling intervals, which
       still average in the idle time before the requests), C(energy) (integrated over the whole window),
       C(joules_per_token), C(xid), C(samples) (the rows of the whole window), C(diagnosis) (from C(telemetry)),
-      C(invalid), C(wall_s).
+      C(invalid), C(wall_s), C(rounds) (each bench_serving run of the level - C(num_prompts), C(completed),
+      C(duration), C(output_throughput), C(ok); C(num_prompts) of the level is their sum, C(figures) the longest
+      round's), C(stats) (module_utils bench_stats C(level_stats) - C(steady_output_throughput) with C(value),
+      C(low), C(high), C(half_width), C(half_width_rel), C(batches), C(requests), C(steady_requests), C(rounds),
+      C(method); C(latency) TTFT / ITL / TPOT C(n) and C(p50) / C(p90) / C(p99) each with C(value), C(low), C(high)
+      in ms; C(precision_target), C(precision_reached), C(precise), C(sized), C(ended_by)).
   returned: always
   type: list
   elements: dict
@@ -314,6 +346,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.moesweep.sweep.plugins.module_utils import bench_progress, diagnosis, readiness, telemetry
 from ansible_collections.moesweep.sweep.plugins.module_utils import bench_serving as bs
+from ansible_collections.moesweep.sweep.plugins.module_utils import bench_stats as bst
 
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
                # any stray hub call stays on loopback and fails at once
@@ -461,7 +494,8 @@ def start_driver(p, env, gated):
     it reads its plan (the module checks the server and starts the sampler meanwhile)."""
     plan_path = os.path.join(p["output_dir"], "driver-plan.json")
     argv = [p["client_python"], "-c", bs.DRIVER_SOURCE, plan_path] + (["--wait"] if gated else [])
-    return subprocess.Popen(argv, stdin=subprocess.PIPE if gated else subprocess.DEVNULL, stdout=subprocess.PIPE,
+    # stdin stays open: a level sized to a precision target asks after each round whether to run another
+    return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, env=env, cwd=p["output_dir"])
 
 
@@ -508,7 +542,16 @@ def passed_levels(output_dir, levels):
     return out
 
 
-def run_levels(module, p, plan_levels, env, driver=None, on_level=None):
+def answer_round(proc, more):
+    """Tell the driver, waiting after a round of a sized level, to run ``more`` requests (0: the level ends)."""
+    try:
+        proc.stdin.write((json.dumps({"more": int(more)}) + "\n").encode())
+        proc.stdin.flush()
+    except (IOError, OSError):
+        pass  # it died: its end (or its silence) says so below
+
+
+def run_levels(module, p, plan_levels, env, driver=None, on_level=None, on_round=None):
     """Run the driver over the levels (``driver``: one started gated, still waiting for its plan); a level that
     outlasts level_timeout stops the driver, is recorded as timed out, and a new driver runs the next levels.
     Returns ({concurrency: {t_start, t_end, rc, error}}, the driver that said it is done, for the
@@ -525,7 +568,7 @@ def run_levels(module, p, plan_levels, env, driver=None, on_level=None):
             proc, driver = driver, None
             try:
                 proc.stdin.write(b"go\n")
-                proc.stdin.close()
+                proc.stdin.flush()
             except (IOError, OSError):
                 pass  # it died importing the client: its output says why (below)
         else:
@@ -549,11 +592,17 @@ def run_levels(module, p, plan_levels, env, driver=None, on_level=None):
                         level_started = time.monotonic()
                         outcomes[current] = {"t_start": event["t"]}
                         on_level(current, event)
+                    elif event.get("event") == "round":
+                        try:
+                            more = on_round(event["concurrency"], event) if on_round else 0
+                        except (ValueError, KeyError, TypeError, ZeroDivisionError, IOError, OSError):
+                            more = 0  # a round's file that cannot be read ends the level; its summary says why
+                        answer_round(proc, more)
                     elif event.get("event") == "main" and event.get("concurrency") in outcomes:
                         outcomes[event["concurrency"]]["t_main"] = event["t"]
                     elif event.get("event") == "end":
                         outcomes.setdefault(event["concurrency"], {}).update(
-                            t_end=event["t"], rc=event.get("rc"), error=event.get("error"))
+                            t_end=event["t"], rc=event.get("rc"), error=event.get("error"), rounds=event.get("rounds"))
                         pending = [lv for lv in pending if lv["concurrency"] != event["concurrency"]]
                         current = None
                         on_level(event["concurrency"], event)
@@ -602,6 +651,17 @@ def run_levels(module, p, plan_levels, env, driver=None, on_level=None):
     return outcomes, None
 
 
+def sizing_end(lv, stats):
+    """Why a level ran the requests it ran: V(fixed) (given prompt counts, or no precision target), V(precision)
+    (its interval reached the target), V(budget) (its time budget left no room for the next round), V(incomplete)."""
+    if not lv.get("sized"):
+        return "fixed"
+    asked = lv.get("asked") or []
+    if stats.get("precise"):
+        return "precision"
+    return "budget" if asked and asked[-1] == 0 else "incomplete"
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -637,6 +697,10 @@ def main():
             nvidia_smi_path=dict(type="path"),
             diagnosis_thresholds=dict(type="dict", default={}),
             unit=dict(type="str", default="sglang.service"),
+            precision=dict(type="float", default=bst.DEFAULT_PRECISION),
+            level_budget_s=dict(type="float", default=900.0),
+            pilot_prompts=dict(type="int", default=5),
+            repetitions=dict(type="int", default=1),
         ),
         supports_check_mode=False,
     )
@@ -655,8 +719,17 @@ def main():
     try:
         counts = p["num_prompts"]
         counts = None if not counts else (counts[0] if len(counts) == 1 else counts)
+        sized = p["precision"] > 0 and counts is None
+        if sized:  # each level's first round is its pilot; the rounds after it are sized from what it gave
+            bs.plan_levels(p["concurrency"], None)  # the same checks of the levels
+            counts = [bst.pilot_requests(c, p["pilot_prompts"]) for c in p["concurrency"]]
         levels = bs.plan_levels(p["concurrency"], counts, p["prompts_per_concurrency"], p["min_prompts"])
         bs.check_lengths(p["input_len"], p["output_len"], p["range_ratio"])
+        if not 0.0 <= p["precision"] < 1.0:
+            raise bs.BenchInputError("precision must be a fraction between 0 and 1 (0.02 = +-2 %%; 0 runs the fixed "
+                                     "prompt counts), got %r" % (p["precision"],))
+        if p["level_budget_s"] <= 0 or p["pilot_prompts"] < 1 or p["repetitions"] < 1:
+            raise bs.BenchInputError("level_budget_s must be > 0, pilot_prompts and repetitions >= 1")
     except bs.BenchInputError as exc:
         fail("sglang_bench: %s" % exc)
     if (p["level_timeout"] <= 0 or p["telemetry_interval_ms"] <= 0 or p["warmup_requests"] < 0
@@ -755,7 +828,7 @@ def main():
             if os.path.exists(path):
                 os.unlink(path)  # bench_serving appends: start each level's file afresh
         todo.append({"concurrency": c, "num_prompts": n, "log": files["log"], "files": files,
-                     "warmup_requests": p["warmup_requests"] if first else 0})
+                     "warmup_requests": p["warmup_requests"] if first else 0, "sized": sized})
         first = False
 
     sampler, sampler_info, fields = None, None, None
@@ -775,6 +848,8 @@ def main():
 
         def on_level(concurrency, event):
             if event.get("event") == "start":
+                if concurrency in by_level:
+                    by_level[concurrency]["t_level"] = event.get("t")
                 tell(concurrency, "running", t_start=event.get("t"))
                 return
             lv = by_level.get(concurrency)
@@ -786,6 +861,26 @@ def main():
             last_end[0] = event.get("t") or last_end[0]
             tell(concurrency, "done" if ok else "failed", t_end=event.get("t"), ok=ok,
                  figures=bench_progress.brief(parsed.get("figures")), error=event.get("error"))
+
+        def on_round(concurrency, event):
+            """How many more requests a sized level runs: none once its interval reached the precision target
+            (and it ran its repetitions), or when its time budget has no room for one more cohort."""
+            lv = by_level.get(concurrency)
+            if not lv or not os.path.isfile(lv["files"]["jsonl"]):
+                return 0
+            rounds = bs.json_lines(_read(lv["files"]["jsonl"]))
+            if not rounds or not all(bs.round_ok(r) for r in rounds):
+                return 0
+            thr = bst.steady_throughput(rounds, concurrency)
+            more = bst.requests_needed(thr, concurrency, p["precision"], lv["num_prompts"])
+            if len(rounds) < p["repetitions"]:
+                more = max(more, lv["num_prompts"])
+            steady_s = [d for d in (bst.round_requests(r, concurrency)[0] for r in rounds) for d in d]
+            per_request = sum(d for _o, d in steady_s) / len(steady_s) if steady_s else None
+            spent = (event.get("t") or time.time()) - (lv.get("t_level") or event.get("t") or time.time())
+            more = bst.budget_requests(more, concurrency, per_request, p["level_budget_s"] - spent)
+            lv.setdefault("asked", []).append(more)
+            return more
 
         gate = "go"
         if todo and p["gated"]:
@@ -804,7 +899,7 @@ def main():
                                        output_len=p["output_len"], range_ratio=p["range_ratio"],
                                        warmup_requests=lv["warmup_requests"], seed=p["seed"])[3:]
         if gate == "go":
-            outcomes, exiting = run_levels(module, p, todo, env, driver, on_level) if todo else ({}, None)
+            outcomes, exiting = run_levels(module, p, todo, env, driver, on_level, on_round) if todo else ({}, None)
         else:
             error = (STOPPED_BEFORE_ERROR if gate == "stop" else
                      "not run: nothing released the benchmark within gate_timeout (%.0f s): the smoke check did not "
@@ -827,7 +922,9 @@ def main():
     for lv in todo:
         c, n, files = lv["concurrency"], lv["num_prompts"], lv["files"]
         outcome = outcomes.get(c, {})
-        record = bs.last_json_line(_read(files["jsonl"])) if os.path.isfile(files["jsonl"]) else None
+        rounds = bs.json_lines(_read(files["jsonl"])) if os.path.isfile(files["jsonl"]) else []
+        # bench_serving's whole-run figures are those of the level's longest round (its pilot when that sufficed)
+        record = max(reversed(rounds), key=lambda r: len(r.get("ttfts") or [])) if rounds else None
         log = _read(files["log"]) if os.path.isfile(files["log"]) else ""
         level = {"concurrency": c, "num_prompts": n, "reused": False,
                  "command": ["python", "-m", "sglang.bench_serving"] + lv["args"],
@@ -836,8 +933,21 @@ def main():
         if outcome.get("t_start") and outcome.get("t_end"):
             level["wall_s"] = round(outcome["t_end"] - outcome["t_start"], 3)
         if record is not None:
-            level.update(bs.parse_result(record, n))
-            _write_json(files["result"], bs.trim_record(record))
+            level.update(bs.parse_result(record, len(record.get("ttfts") or []) or n))
+            level["num_prompts"] = sum(len(r.get("ttfts") or []) for r in rounds) or n
+            level["rounds"] = [{"num_prompts": len(r.get("ttfts") or []), "completed": r.get("completed"),
+                                "duration": r.get("duration"), "output_throughput": r.get("output_throughput"),
+                                "ok": bs.round_ok(r)} for r in rounds]
+            if not all(x["ok"] for x in level["rounds"]):
+                level["ok"] = False
+                for r in rounds:
+                    for e in bs.summarise_errors(r.get("errors")):
+                        if e not in level["errors"]:
+                            level["errors"].append(e)
+            level["stats"] = bst.level_stats(rounds, c, p["precision"])
+            level["stats"]["sized"] = bool(lv.get("sized"))
+            level["stats"]["ended_by"] = sizing_end(lv, level["stats"])
+            _write_json(files["result"], dict(bs.trim_record(record), rounds=level["rounds"]))
         else:
             level["errors"] = [{"error": e, "count": 1} for e in (bs.stdout_errors(log) or
                                                                   [outcome.get("error") or "no result line"])]
@@ -847,6 +957,8 @@ def main():
             level["ok"] = False
         # telemetry of the level's own window: bench_serving's duration from the start of its main run
         duration = level["figures"].get("duration")
+        if len(rounds) > 1:  # the rounds' requests run from the first main run to the level's end
+            duration = sum(r.get("duration") or 0.0 for r in rounds)
         t_start, t_end = bs.level_window(outcome.get("t_main"), outcome.get("t_end"), duration, outcome.get("t_start"))
         if rows and t_start and t_end:
             window = [r for r in rows if r.get("t") is not None and t_start <= r["t"] <= t_end]
@@ -882,7 +994,9 @@ def main():
     ordered = [results[c] for c, _n in levels]
     run_now = [lv for lv in ordered if not lv.get("reused")]
     wall = time.monotonic() - started
-    overhead = bs.overhead_per_level(wall - gated_s, [lv["figures"].get("duration") for lv in run_now]) if run_now else 0.0
+    overhead = bs.overhead_per_level(wall - gated_s, [
+        sum(r.get("duration") or 0.0 for r in lv["rounds"]) if lv.get("rounds") else lv["figures"].get("duration")
+        for lv in run_now]) if run_now else 0.0
     crash = {}
     state = "ok"
     if any((lv.get("diagnosis") or {}).get("invalid") for lv in ordered):

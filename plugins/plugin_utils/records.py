@@ -312,12 +312,20 @@ def choose_restore(records, host, policy, reference_concurrency, previous, sweep
                     "reason": "restore=previous: the configuration the host had before the sweep"}
         return {"action": "none", "point": None,
                 "reason": "restore=previous, but the host had no server unit before the sweep"}
-    best = summary.best_point(mine, reference_concurrency, host=host) if mine else None
+    best, tied = summary.ranking(mine, reference_concurrency, host=host) if mine else (None, [])
     if best is not None:
         figs = reference_figures(best, reference_concurrency) or {}
-        return {"action": "point", "point": best["point"], "backend": best.get("backend"),
-                "reason": "the best point that passed: %.1f output tok/s at concurrency %s"
-                          % (figs.get("output_throughput") or 0.0, reference_concurrency)}
+        reason = "the best point that passed: %.1f output tok/s at concurrency %s" % (
+            figs.get("output_throughput") or 0.0, reference_concurrency)
+        thr = summary.throughput_at(best, reference_concurrency) or {}
+        if thr.get("half_width") is not None:
+            reason += " (steady state %s)" % summary.interval_text(thr)
+        choice = {"action": "point", "point": best["point"], "backend": best.get("backend"), "reason": reason,
+                  "ties": [r["point"] for r in tied]}
+        if tied:
+            # the rule for ties, stated where the choice is recorded
+            choice["reason"] += "; it ties with %s: %s" % (", ".join(r["point"] for r in tied), summary.TIE_RULE)
+        return choice
     passed = [r for r in summary.point_records(mine) if r.get("status") == PASSED]
     if passed:
         # a sweep without a benchmark (sglang_bench_enabled: false): the last point that passed is known-good
@@ -558,6 +566,7 @@ def build_restore_record(ctx):
         "policy": ctx.get("policy"),
         "action": ctx.get("action"),
         "reason": ctx.get("reason"),
+        "ties": ctx.get("ties") or [],
         "started": ctx.get("started"),
         "finished": now_iso(),
         "readiness": _pick(readiness, ("state", "cause", "phase", "decisive_line", "elapsed", "invocation_id",

@@ -16,7 +16,11 @@ every run), the ``moesweep report`` command and the Python API all import it.
   diagnosis verdict, the GSM8K accuracy with its comparison to the reference backend
   (``accuracy.reference_comparisons``), and whether the point ran on a SIMULATED host.
 * ``best_point(records, reference_concurrency)`` is the passed point (never a ``bad_accuracy`` one) with the
-  highest output throughput at the reference level (ties: the lower p99 TTFT).
+  highest output throughput at the reference level: the steady-state figure with its 95 % interval where the level
+  has one (module_utils bench_stats), else bench_serving's whole-run figure. Points whose figure cannot be told apart
+  from the highest one (``bench_stats.compare``: the interval of the difference holds 0, or the difference is within
+  the precision target) tie with it; among the tied points the one with the lower p99 TTFT is the best, and the
+  others are marked ``tie`` (``ties``).
 * ``render_markdown`` / ``render_csv`` / ``render_text`` draw the rows. Rows from simulated hosts say
   SIMULATED in every rendering, and a table never holds simulated and measured rows without a column
   saying which is which (Markdown and text put them in separate tables as well).
@@ -35,6 +39,7 @@ import io
 import json
 import os
 
+from ansible_collections.moesweep.sweep.plugins.module_utils import bench_stats
 from ansible_collections.moesweep.sweep.plugins.plugin_utils import accuracy as accuracy_test
 
 SCHEMA = "moesweep.point/2"
@@ -225,6 +230,7 @@ def levels(record):
             "errors": lv.get("errors") or [],
             "command": lv.get("command"),
             "num_prompts": lv.get("num_prompts"),
+            "stats": lv.get("stats") if isinstance(lv.get("stats"), dict) else None,
         })
     return out
 
@@ -242,6 +248,75 @@ def ok_figure(record, concurrency, key):
     if lv is None or lv["state"] != "ok":
         return None
     return _num(lv["figures"].get(key))
+
+
+def throughput_at(record, concurrency):
+    """The output throughput that ranks a point at ``concurrency`` when that level is ok: {value, low, high,
+    half_width, half_width_rel, requests, source, precision} - the steady-state figure with its interval where the
+    level has one, else bench_serving's whole-run figure (``source`` says which; no interval). None otherwise."""
+    lv = level_at(record, concurrency)
+    if lv is None or lv["state"] != "ok":
+        return None
+    stats = lv.get("stats") or {}
+    steady = stats.get("steady_output_throughput") or {}
+    precision = _num(stats.get("precision_target")) or bench_stats.DEFAULT_PRECISION
+    if _num(steady.get("value")) is not None:
+        return {"value": _num(steady["value"]), "low": _num(steady.get("low")), "high": _num(steady.get("high")),
+                "half_width": _num(steady.get("half_width")), "half_width_rel": _num(steady.get("half_width_rel")),
+                "requests": steady.get("requests"), "steady_requests": steady.get("steady_requests"),
+                "source": "steady state", "precision": precision}
+    value = _num(lv["figures"].get("output_throughput"))
+    if value is None:
+        return None
+    return {"value": value, "low": None, "high": None, "half_width": None, "half_width_rel": None,
+            "requests": lv.get("num_prompts"), "steady_requests": None, "source": "whole run", "precision": precision}
+
+
+def latency_at(record, concurrency, name="ttft", pct=99):
+    """{value, low, high, n} of a latency percentile (``name`` ttft / itl / tpot) of an ok level, in ms, from its
+    stats; None when the level has none."""
+    lv = level_at(record, concurrency)
+    if lv is None or lv["state"] != "ok" or not lv.get("stats"):
+        return None
+    entry = ((lv["stats"].get("latency") or {}).get(name)) or {}
+    iv = entry.get("p%d" % pct)
+    if not isinstance(iv, dict):
+        return None
+    return dict(iv, n=entry.get("n"))
+
+
+def sla_concurrency(record, ttft_p99_ms=None, itl_p99_ms=None):
+    """The SLA search over a point's levels, as vLLM's ``vllm bench sweep serve_sla`` and AIPerf's goodput ask
+    it: the highest concurrency whose p99 TTFT and p99 ITL meet the SLOs (ms; None: no such SLO), among the levels
+    that ran (no extra level is run). Returns {concurrency, confident, output_tok_s, levels}: ``concurrency`` the
+    highest level meeting both by its p99 values (None when none does); ``confident`` the highest whose 95 % upper
+    bounds meet them too (a p99 the sample cannot bound from above is not confident); ``levels`` per level:
+    {concurrency, meets, confident, ttft_p99, itl_p99}. A level above one that failed its SLO does not count,
+    since latency grows with concurrency and a later pass is noise."""
+    out = {"concurrency": None, "confident": None, "output_tok_s": None, "levels": []}
+    broken = broken_conf = False
+    for lv in levels(record):
+        if lv["state"] != "ok":
+            continue
+        c = lv["concurrency"]
+        checks, conf = [], []
+        for slo, name, key in ((ttft_p99_ms, "ttft", "p99_ttft_ms"), (itl_p99_ms, "itl", "p99_itl_ms")):
+            if slo is None:
+                continue
+            iv = latency_at(record, c, name) or {"value": _num(lv["figures"].get(key)), "high": None}
+            checks.append(iv.get("value") is not None and iv["value"] <= slo)
+            conf.append(iv.get("high") is not None and iv["high"] <= slo)
+        meets, confident = all(checks), all(conf)
+        broken = broken or not meets
+        broken_conf = broken_conf or not confident
+        out["levels"].append({"concurrency": c, "meets": meets, "confident": confident,
+                              "ttft_p99": latency_at(record, c, "ttft"), "itl_p99": latency_at(record, c, "itl")})
+        if not broken:
+            thr = throughput_at(record, c)
+            out["concurrency"], out["output_tok_s"] = c, thr["value"] if thr else None
+        if not broken_conf:
+            out["confident"] = c
+    return out
 
 
 def _flag(flags, *names):
@@ -605,28 +680,52 @@ def _resolve_reference(records, reference_concurrency):
     return reference_concurrency
 
 
+TIE_RULE = ("points whose output tok/s at the reference level cannot be told apart (the 95 % interval of the "
+            "difference holds 0, or the difference is within the precision target) tie; among tied points the one "
+            "with the lower p99 TTFT is the best")
+
+
 def _best_key(record, reference):
-    out = ok_figure(record, reference, "output_throughput")
+    thr = throughput_at(record, reference)
     p99 = ok_figure(record, reference, "p99_ttft_ms")
-    return (out, -(p99 if p99 is not None else float("inf")))
+    return ((thr or {}).get("value"), -(p99 if p99 is not None else float("inf")))
 
 
-def best_point(records, reference_concurrency, host=None):
-    """The passed point (its latest record) with the highest output throughput at ``reference_concurrency``,
-    ties broken by the lower p99 TTFT; None when no passed point has an ok figure there. ``host`` limits it
-    to one host (what a restore compares). A simulated and a measured figure are not comparable: give
-    records of one kind (the report asks once per kind)."""
+def _ties(a, b):
+    """Whether two reference figures (``throughput_at``) cannot be told apart. A whole-run figure (a record written
+    before levels carried stats) ties only with an equal figure, as before; a steady figure with too few batches for
+    an interval counts as uncertain by the precision target (``bench_stats.compare``)."""
+    if a["source"] != "steady state" or b["source"] != "steady state":
+        return a["value"] == b["value"]
+    return bench_stats.compare(a, b, max(a["precision"], b["precision"])) == "tie"
+
+
+def ranking(records, reference_concurrency, host=None):
+    """(best, tied): the best passed point at ``reference_concurrency`` and the other points that tie with the
+    highest figure (``TIE_RULE``); (None, []) when no passed point has an ok figure there. ``host`` limits it to
+    one host (what a restore compares). A simulated and a measured figure are not comparable: give records of
+    one kind (the report asks once per kind)."""
     reference = _resolve_reference(records, reference_concurrency)
-    best, best_key = None, None
+    ranked = []
     for record in point_records(records):
         if record.get("status") != "passed" or (host is not None and record.get("host") != host):
             continue
         key = _best_key(record, reference)
-        if key[0] is None:
-            continue
-        if best_key is None or key > best_key:
-            best, best_key = record, key
-    return best
+        if key[0] is not None:
+            ranked.append((key, record))
+    if not ranked:
+        return None, []
+    top_key, top = max(ranked, key=lambda kr: kr[0])
+    top_thr = throughput_at(top, reference)
+    tied = [(key, r) for key, r in ranked if r is top or _ties(throughput_at(r, reference), top_thr)]
+    best = max(tied, key=lambda kr: (kr[0][1], kr[0][0]))[1]  # the lower p99 TTFT, then the higher figure
+    return best, [r for _k, r in tied if r is not best]
+
+
+def best_point(records, reference_concurrency, host=None):
+    """The passed point (its latest record) with the highest output throughput at ``reference_concurrency``,
+    a tie (``TIE_RULE``) going to the lower p99 TTFT; None when no passed point has an ok figure there."""
+    return ranking(records, reference_concurrency, host)[0]
 
 
 def summary_rows(records, reference_concurrency=None):
@@ -641,12 +740,13 @@ def summary_rows(records, reference_concurrency=None):
     reference = _resolve_reference(records, reference_concurrency)
     all_levels = concurrency_levels(records)
     points = point_records(records)
-    best_ids = set()
+    best_ids, tie_ids = set(), set()
     for simulated in (True, False):
         group = [r for r in points if is_simulated(r) is simulated]
-        best = best_point(group, reference) if group and reference is not None else None
+        best, tied = ranking(group, reference) if group and reference is not None else (None, [])
         if best is not None:
             best_ids.add(id(best))
+            tie_ids.update(id(r) for r in tied)
     versus = accuracy_test.reference_comparisons(points)
     rows = []
     for record in points:
@@ -660,9 +760,14 @@ def summary_rows(records, reference_concurrency=None):
                               "total_tok_s": None})
                 continue
             ok = lv["state"] == "ok"
+            thr = throughput_at(record, c) if ok else None
+            steady = thr if thr and thr["source"] == "steady state" else {}
             cells.append({"concurrency": c, "state": lv["state"], "reason": lv["reason"],
                           "output_tok_s": _num(lv["figures"].get("output_throughput")) if ok else None,
-                          "total_tok_s": _num(lv["figures"].get("total_throughput")) if ok else None})
+                          "total_tok_s": _num(lv["figures"].get("total_throughput")) if ok else None,
+                          "steady_tok_s": steady.get("value"), "steady_low": steady.get("low"),
+                          "steady_high": steady.get("high"), "steady_half_width_rel": steady.get("half_width_rel"),
+                          "requests": lv.get("num_prompts") if ok else None})
         gpus = gpu_count(record)
         out_ref = ok_figure(record, reference, "output_throughput") if reference else None
         tel = telemetry_at(record, reference) if reference else {}
@@ -700,6 +805,10 @@ def summary_rows(records, reference_concurrency=None):
             "accuracy_threshold": _num(acc.get("threshold")),
             "accuracy_vs_reference": versus.get(id(record)),
             "accuracy_wrong_examples": acc.get("wrong_examples") or [],
+            "tie": id(record) in tie_ids,
+            "ref_throughput": throughput_at(record, reference) if reference else None,
+            "ttft_p99": latency_at(record, reference, "ttft") if reference else None,
+            "itl_p99": latency_at(record, reference, "itl") if reference else None,
         })
     return rows
 
@@ -759,7 +868,7 @@ def table_columns(rows, reason_limit=120):
     cols = [
         ("data", lambda r: r["data"]),
         ("host", lambda r: r["host"] or "?"),
-        ("point", lambda r: (r["point"] or "?") + (" *best*" if r.get("best") else "")),
+        ("point", lambda r: (r["point"] or "?") + (" *best*" if r.get("best") else " *tie*" if r.get("tie") else "")),
         ("backend", lambda r: r["backend"] or "?"),
         ("status", _status_text),
         ("reason", lambda r: _clip(r["reason"], reason_limit) or "-"),
@@ -774,6 +883,8 @@ def table_columns(rows, reason_limit=120):
     for c in _levels_of(rows):
         cols.append(("c%d out/total" % c,
                      lambda r, c=c: next((level_cell(x) for x in r["levels"] if x["concurrency"] == c), "-")))
+    if any((r.get("ref_throughput") or {}).get("source") == "steady state" for r in rows):
+        cols.append(("steady out tok/s%s (95 %% CI, requests)" % at, lambda r: interval_text(r.get("ref_throughput"))))
     cols += [
         ("TTFT p50/p99 ms%s" % at, lambda r: "-" if r["ttft_p50_ms"] is None and r["ttft_p99_ms"] is None
          else "%s / %s" % (fmt_number(r["ttft_p50_ms"]), fmt_number(r["ttft_p99_ms"]))),
@@ -785,6 +896,19 @@ def table_columns(rows, reason_limit=120):
     if any(r.get("accuracy_state") for r in rows):
         cols.append(("GSM8K accuracy", accuracy_cell))
     return cols
+
+
+def interval_text(thr):
+    """'225 [221, 229] +-1.8 %, 128 req' for a figure with an interval, the value and its source otherwise."""
+    if not thr or thr.get("value") is None:
+        return "-"
+    if thr.get("half_width") is None:
+        return "%s (%s)" % (fmt_number(thr["value"]), thr.get("source") or "no interval")
+    text = "%s [%s, %s] +-%.1f %%" % (fmt_number(thr["value"]), fmt_number(thr["low"]), fmt_number(thr["high"]),
+                                       100.0 * (thr.get("half_width_rel") or 0.0))
+    if thr.get("requests"):
+        text += ", %s req" % thr["requests"]
+    return text
 
 
 def _clip(text, limit):
@@ -815,7 +939,10 @@ def table_notes(rows):
     notes = []
     if ref:
         notes.append("Reference concurrency: c%d (TTFT, GPU utilization, power and diagnosis are of that level; "
-                     "the best point has the highest output tok/s there, ties broken by the lower p99 TTFT)." % ref)
+                     "the best point has the highest output tok/s there; %s)." % (ref, TIE_RULE))
+        if any(r.get("ref_throughput") and r["ref_throughput"].get("half_width") is not None for r in rows):
+            notes.append("steady out tok/s: the output throughput while every slot was busy, with its 95 % interval "
+                         "(batch means) and the requests the level ran; *tie*: not distinguishable from the best.")
     notes.append("A level's cell (c<N> out/total) is bench_serving's output / total token throughput in tok/s when "
                  "every request of the level succeeded on a valid GPU state; `failed` and `invalid` levels have no "
                  "figures.")
@@ -834,11 +961,15 @@ def best_lines(rows):
     for row in rows:
         if row.get("best"):
             cell = next((x for x in row["levels"] if x["concurrency"] == row["reference_concurrency"]), None)
-            out.append("Best%s: %s / %s (--moe-runner-backend %s), %s output tok/s at c%d%s" % (
+            ties = [r["point"] for r in rows if r.get("tie") and r.get("simulated") == row.get("simulated")]
+            thr = row.get("ref_throughput") or {}
+            out.append("Best%s: %s / %s (--moe-runner-backend %s), %s output tok/s at c%d%s%s%s" % (
                 " SIMULATED" if row.get("simulated") else " measured",
                 row["host"], row["point"], row["backend"],
                 fmt_number(cell["output_tok_s"]) if cell else "-", row["reference_concurrency"],
-                ", p99 TTFT %s ms" % fmt_number(row["ttft_p99_ms"]) if row.get("ttft_p99_ms") is not None else ""))
+                "; steady state %s" % interval_text(thr) if thr.get("source") == "steady state" else "",
+                ", p99 TTFT %s ms" % fmt_number(row["ttft_p99_ms"]) if row.get("ttft_p99_ms") is not None else "",
+                "; ties with %s (not distinguishable; the lower p99 TTFT decides)" % ", ".join(ties) if ties else ""))
     return out
 
 
@@ -867,9 +998,11 @@ def render_markdown(rows, title=None, reason_limit=120):
 CSV_FIELDS = ("sweep_id", "data", "simulated", "host", "point", "backend", "status", "cause", "reason", "startup_s",
               "gpus", "reference_concurrency", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms",
               "tok_s_per_user", "tok_s_per_gpu", "gpu_util_pct", "gpu_power_pct", "gpu_power_w", "diagnosis",
-              "forced", "best", "allreduce_pct", "accuracy_state", "accuracy", "accuracy_correct", "accuracy_questions",
-              "accuracy_threshold", "accuracy_reference", "accuracy_reference_accuracy", "accuracy_drop_p_value",
-              "accuracy_drop_flagged")
+              "forced", "best", "allreduce_pct", "accuracy_state", "accuracy", "accuracy_correct",
+              "accuracy_questions", "accuracy_threshold", "accuracy_reference", "accuracy_reference_accuracy",
+              "accuracy_drop_p_value", "accuracy_drop_flagged", "tie", "ref_tok_s", "ref_tok_s_low", "ref_tok_s_high",
+              "ref_half_width_rel", "ref_requests", "ref_source", "ttft_p99_low_ms", "ttft_p99_high_ms", "ttft_n",
+              "itl_p99_low_ms", "itl_p99_high_ms", "itl_n")
 
 
 def render_csv(rows):
@@ -878,15 +1011,17 @@ def render_csv(rows):
     levels_ = _levels_of(rows)
     header = list(CSV_FIELDS)
     for c in levels_:
-        header += ["c%d_state" % c, "c%d_output_tok_s" % c, "c%d_total_tok_s" % c]
+        header += ["c%d_state" % c, "c%d_output_tok_s" % c, "c%d_total_tok_s" % c, "c%d_steady_tok_s" % c,
+                   "c%d_steady_low" % c, "c%d_steady_high" % c, "c%d_requests" % c]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(header)
     for row in rows:
         line = []
+        flat = dict(row, **_interval_fields(row))
         versus = row.get("accuracy_vs_reference") or {}
         for key in CSV_FIELDS:
-            value = row.get(key)
+            value = flat.get(key)
             if key.startswith("accuracy_") and key not in row:
                 value = {"accuracy_reference": versus.get("reference"),
                          "accuracy_reference_accuracy": versus.get("reference_accuracy"),
@@ -901,11 +1036,22 @@ def render_csv(rows):
         for c in levels_:
             cell = by_c.get(c) or {"state": "not_run", "output_tok_s": None, "total_tok_s": None}
             line.append(cell["state"])
-            for key in ("output_tok_s", "total_tok_s"):
-                v = cell[key] if cell["state"] == "ok" else None
+            for key in ("output_tok_s", "total_tok_s", "steady_tok_s", "steady_low", "steady_high", "requests"):
+                v = cell.get(key) if cell["state"] == "ok" else None
                 line.append("" if v is None else "%.6g" % v)
         writer.writerow(line)
     return buf.getvalue()
+
+
+def _interval_fields(row):
+    thr = row.get("ref_throughput") or {}
+    ttft = row.get("ttft_p99") or {}
+    itl = row.get("itl_p99") or {}
+    return {"ref_tok_s": thr.get("value"), "ref_tok_s_low": thr.get("low"), "ref_tok_s_high": thr.get("high"),
+            "ref_half_width_rel": thr.get("half_width_rel"), "ref_requests": thr.get("requests"),
+            "ref_source": thr.get("source"), "ttft_p99_low_ms": ttft.get("low"), "ttft_p99_high_ms": ttft.get("high"),
+            "ttft_n": ttft.get("n"), "itl_p99_low_ms": itl.get("low"), "itl_p99_high_ms": itl.get("high"),
+            "itl_n": itl.get("n")}
 
 
 def _text_table(header, body):

@@ -58,12 +58,30 @@ class Level:
     diagnosis: dict | None
     telemetry: dict | None
     joules_per_token: float | None
+    # module_utils bench_stats: the steady-state throughput's interval, latency percentiles with sample counts and
+    # intervals, the precision target and the one reached (docs/results.md, Precision); None in older records
+    stats: dict | None = None
+    num_prompts: int | None = None
+
+    @property
+    def steady_throughput(self) -> dict | None:
+        """{value, low, high, half_width, half_width_rel, requests, steady_requests, batches, ...}: the output tok/s
+        while every slot was busy and its 95 % interval, or None."""
+        return (self.stats or {}).get("steady_output_throughput")
+
+    def latency(self, name: str = "ttft", pct: int = 99) -> dict | None:
+        """{value, low, high, n} of a latency percentile in ms (``name``: ttft, itl, tpot; ``pct``: 50, 90, 99)."""
+        entry = ((self.stats or {}).get("latency") or {}).get(name) or {}
+        iv = entry.get(f"p{pct}")
+        return dict(iv, n=entry.get("n")) if isinstance(iv, dict) else None
 
     @classmethod
     def from_record(cls, level: dict) -> Level:
         return cls(concurrency=level.get("concurrency"), ok=bool(level.get("ok")), figures=level.get("figures") or {},
                    errors=level.get("errors") or [], diagnosis=level.get("diagnosis"),
-                   telemetry=level.get("telemetry"), joules_per_token=level.get("joules_per_token"))
+                   telemetry=level.get("telemetry"), joules_per_token=level.get("joules_per_token"),
+                   stats=level.get("stats") if isinstance(level.get("stats"), dict) else None,
+                   num_prompts=level.get("num_prompts"))
 
 
 @dataclass
@@ -121,11 +139,12 @@ class RestoreResult:
     status: str
     reason: str | None
     record: dict = field(repr=False)
+    ties: list = field(default_factory=list)  # the points that tied with the one restored
 
     @classmethod
     def from_record(cls, rec: dict) -> RestoreResult:
         return cls(host=rec.get("host"), action=rec.get("action"), point=rec.get("point"), status=rec.get("status"),
-                   reason=rec.get("reason"), record=rec)
+                   reason=rec.get("reason"), record=rec, ties=rec.get("ties") or [])
 
 
 @dataclass
@@ -155,6 +174,22 @@ class SweepResult:
         rec = summary.best_point([p.record for p in self.points], concurrency, host=host)
         return PointResult.from_record(rec) if rec else None
 
+    def ties(self, concurrency: int, host: str | None = None) -> list[PointResult]:
+        """The points whose output tok/s at ``concurrency`` cannot be told apart from the best one's (the summary's
+        tie rule, ``summary.TIE_RULE``); empty when the best stands alone."""
+        from ansible_collections.moesweep.sweep.plugins.plugin_utils import summary
+
+        _best, tied = summary.ranking([p.record for p in self.points], concurrency, host=host)
+        return [PointResult.from_record(r) for r in tied]
+
+    def sla(self, ttft_p99_ms: float | None = None, itl_p99_ms: float | None = None) -> dict:
+        """{point: the SLA search of each passed point} - the highest concurrency among the levels it ran whose p99
+        TTFT and ITL meet these SLOs (ms), and the highest that meets them by the 95 % upper bounds too
+        (``summary.sla_concurrency``)."""
+        from ansible_collections.moesweep.sweep.plugins.plugin_utils import summary
+
+        return {p.point: summary.sla_concurrency(p.record, ttft_p99_ms, itl_p99_ms) for p in self.passed}
+
     def to_dataframe(self):
         """One row per point and level (pandas, an optional extra: pip install 'moesweep[dataframe]')."""
         try:
@@ -172,6 +207,14 @@ class SweepResult:
                         k: lv.figures.get(k) for k in ("output_throughput", "total_throughput", "median_ttft_ms",
                                                        "p99_ttft_ms", "median_itl_ms", "p99_itl_ms")})
                     row["diagnosis"] = (lv.diagnosis or {}).get("verdict")
+                    steady = lv.steady_throughput or {}
+                    row.update(steady_output_throughput=steady.get("value"), steady_low=steady.get("low"),
+                               steady_high=steady.get("high"), steady_half_width_rel=steady.get("half_width_rel"),
+                               requests=lv.num_prompts)
+                    for name in ("ttft", "itl"):
+                        iv = lv.latency(name) or {}
+                        row.update({f"p99_{name}_low_ms": iv.get("low"), f"p99_{name}_high_ms": iv.get("high"),
+                                    f"{name}_samples": iv.get("n")})
                 rows.append(row)
         return pd.DataFrame(rows)
 

@@ -8,7 +8,8 @@ writes ``report.md`` (plots as files under ``plots/``) and ``report.html`` (the 
 The plots:
 
 * output throughput by point and concurrency (bench_serving's ``output_throughput``; a failed or invalid
-  level is drawn as a labelled gap, never as a bar);
+  level is drawn as a labelled gap, never as a bar), with the steady-state figure and its 95 % interval as an
+  error bar on each bar that has one (``summary.throughput_at``);
 * latency against throughput: TTFT and ITL p50 / p99 against output tok/s, one line per point through its
   levels; and tokens/s/user against tokens/s/GPU with its Pareto frontier, as vLLM's
   ``vllm bench sweep plot_pareto`` draws it (vllm/benchmarks/sweep/plot_pareto.py: tokens/s/user =
@@ -234,6 +235,7 @@ def plot_throughput(kind, records, labels):
     width = 0.8 / len(points)
     colors = _colors(len(points))
     top = 0.0
+    steady_labelled = False
     for i, (r, color) in enumerate(zip(points, colors, strict=True)):
         by_c = {lv["concurrency"]: lv for lv in summary.levels(r)}
         for j, c in enumerate(levels):
@@ -243,6 +245,15 @@ def plot_throughput(kind, records, labels):
             if value is not None:
                 ax.bar(x, value, width * 0.92, color=color, label=labels[id(r)] if j == 0 else None)
                 top = max(top, value)
+                thr = summary.throughput_at(r, c)
+                if thr and thr["source"] == "steady state":
+                    low = thr["low"] if thr["low"] is not None else thr["value"]
+                    high = thr["high"] if thr["high"] is not None else thr["value"]
+                    ax.errorbar(x, thr["value"], yerr=[[thr["value"] - low], [high - thr["value"]]], fmt="D",
+                                markersize=3, color="black", ecolor="black", elinewidth=1, capsize=3,
+                                label=None if steady_labelled else "steady state, 95 % interval")
+                    steady_labelled = True
+                    top = max(top, high)
             elif lv is not None:
                 ax.bar(x, 0, width * 0.92, color=color, label=labels[id(r)] if j == 0 else None)
                 ax.annotate(lv["state"], (x, 0), xytext=(0, 3), textcoords="offset points", rotation=90,
@@ -469,6 +480,8 @@ def plot_interconnect(kind, measurements, point_records):
     ax_t.set_yscale("log")
     fig.suptitle(_title(kind, "All-reduce over the TP group"))
     return _finish(fig, kind, rect=_legend_below(fig, ax_t, kind, ncol=1))
+
+
 def plot_accuracy(kind, records, labels, reference):
     """One marker per point: GSM8K accuracy against output tok/s at the reference level (points without an ok
     reference level at x = 0, marked so); the threshold as a dashed line; bad_accuracy points in red."""
@@ -506,7 +519,9 @@ def plot_accuracy(kind, records, labels, reference):
 
 PLOTS = (
     ("throughput", "Output throughput by backend and concurrency",
-     "bench_serving's output tok/s per concurrency level; a failed or invalid level has no bar, only its state.",
+     "bench_serving's output tok/s per concurrency level (the whole run: ramp-up and drain included); the black "
+     "diamond and error bar: the steady-state output tok/s (every slot busy) and its 95 % interval; a failed or "
+     "invalid level has no bar, only its state.",
      "no point has a benchmark level"),
     ("latency", "Latency against throughput",
      "TTFT and ITL (p50 solid, p99 dashed) against output tok/s, one line per point through its ok levels.",
@@ -604,7 +619,8 @@ def hosts_table(records):
 
 
 SETTING_KEYS = ("client", "client_version", "backend", "dataset_name", "input_len", "output_len", "range_ratio",
-                "concurrency", "num_prompts", "reference_concurrency", "source")
+                "concurrency", "num_prompts", "precision", "level_budget_s", "repetitions", "reference_concurrency",
+                "source")
 
 
 def settings_line(records):
@@ -648,6 +664,12 @@ DEFINITIONS = (
     "GSM8K accuracy is sglang's own `sglang.test.few_shot_gsm8k` (5-shot, greedy, the first N questions of the "
     "GSM8K test split, https://github.com/openai/grade-school-math, MIT) run from the benchmark client against the "
     "point's server; a point below its threshold is bad_accuracy and never the best or the restore's choice.",
+    "Steady-state output tok/s: the rate while every `--max-concurrency` slot was busy (the drain left out), "
+    "concurrency x output tokens / request time over those requests, with its 95 % interval by batch means over "
+    "consecutive requests; a level sized to a precision target ran a pilot and then rounds until the interval's "
+    "half-width reached the target or its time budget ran out. TTFT / ITL / TPOT percentiles carry their sample "
+    "counts and order-statistic intervals in the records.",
+    "Ties: " + summary.TIE_RULE + ".",
 )
 
 

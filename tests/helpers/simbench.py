@@ -98,7 +98,7 @@ class SimServer:
     def __init__(self, workdir: Path, gpu_model: str = "rtx-pro-6000", gpu_count: int = 8, tp: int = 8,
                  backend: str = "flashinfer_cutlass", quantization: str | None = "modelopt_fp4",
                  rates: tuple[float, float, float] | None = None, sglang_version: str = "0.5.9",
-                 time_scale: float = 0.05, ready_timeout: float = 90.0):
+                 time_scale: float = 0.05, ready_timeout: float = 90.0, env: dict | None = None):
         self.dir = Path(workdir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.gpu_model, self.backend, self.tp = gpu_model, backend, tp
@@ -120,6 +120,8 @@ class SimServer:
             self.argv += ["--quantization", quantization]
         self.time_scale = time_scale
         self.ready_timeout = ready_timeout
+        self.extra_env = dict(env or {})  # more simulator overrides (a profile's phases, say)
+        self.started_s: float | None = None  # seconds from the process's start to its first healthy answer
         self.proc: subprocess.Popen | None = None
         self.log_path = self.dir / "server.log"
 
@@ -143,6 +145,8 @@ class SimServer:
     def __enter__(self) -> SimServer:
         env = {k: v for k, v in os.environ.items() if not k.startswith("MOESWEEP_SIM_")}
         env.update(self.smi_env, **self.rate_env, MOESWEEP_SIM_TIME_SCALE=str(self.time_scale))
+        env.update(self.extra_env)
+        t0 = time.monotonic()
         with open(self.log_path, "w") as log:
             self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, env=env,
                                          start_new_session=True)
@@ -153,6 +157,7 @@ class SimServer:
             try:
                 with urllib.request.urlopen(self.url + "/health", timeout=5) as r:
                     if r.status == 200:
+                        self.started_s = time.monotonic() - t0
                         return self
             except OSError:
                 time.sleep(0.2)

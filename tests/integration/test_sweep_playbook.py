@@ -91,6 +91,9 @@ def test_the_users_exact_command_records_one_benchmarked_point(bench_cluster, se
         assert lv["telemetry"]["gpus"] and diag["telemetry_verdict"] == "launch_bound", diag
         assert diag["verdict"] == "interconnect_bound" and diag["interconnect"]["share"] >= 0.15
         assert diag["evidence"][0].startswith("157 all-reduces x ")
+        # given prompt counts: one fixed round, with its interval and sample counts (module_utils bench_stats)
+        assert lv["stats"]["ended_by"] == "fixed" and lv["stats"]["latency"]["ttft"]["n"] == lv["num_prompts"]
+        assert lv["stats"]["steady_output_throughput"]["requests"] == SMALL_BENCH_PROMPTS[lv["concurrency"]]
         assert lv["command"][:3] == ["python", "-m", "sglang.bench_serving"]
     # measured once, with the server stopped, under the unit's NCCL environment, and recorded for the host
     lines = (next(settings[1].glob("*/points.jsonl")).parent / "interconnect.jsonl").read_text().splitlines()

@@ -124,3 +124,33 @@ def test_the_accuracy_stage_is_a_phase_and_a_point_result_field():
            "accuracy": {"state": "bad_accuracy", "accuracy": 0.6}}
     point = api.PointResult.from_record(rec)
     assert point.accuracy == 0.6 and point.accuracy_state == "bad_accuracy" and not point.passed
+def _stats_record(point, value, half_width_rel, p99):
+    stats = {"steady_output_throughput": {"value": value, "low": value * (1 - half_width_rel),
+                                          "high": value * (1 + half_width_rel), "half_width": value * half_width_rel,
+                                          "half_width_rel": half_width_rel, "requests": 64, "steady_requests": 60},
+             "latency": {"ttft": {"n": 64, "p99": {"value": p99, "low": p99 * 0.9, "high": None}}},
+             "precision_target": 0.02}
+    level = {"concurrency": 64, "ok": True, "num_prompts": 64, "stats": stats,
+             "figures": {"output_throughput": value * 0.97, "p99_ttft_ms": p99}}
+    return {"schema": "moesweep.point/2", "kind": "point", "sweep_id": "s", "host": "h", "point": point,
+            "status": "passed", "benchmark": {"levels": [level]}}
+
+
+def test_results_carry_intervals_sample_counts_and_ties(tmp_path):
+    import json
+
+    from moesweep import api
+
+    recs = [_stats_record("a", 225.0, 0.01, 900.0), _stats_record("b", 226.0, 0.01, 800.0),
+            _stats_record("c", 200.0, 0.01, 700.0),
+            {"schema": "moesweep.point/2", "kind": "restore", "sweep_id": "s", "host": "h", "point": "b",
+             "status": "passed", "action": "point", "ties": ["a"], "reason": "r"}]
+    (tmp_path / "points.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    res = api.load_results(tmp_path)
+    lv = res.points[0].level(64)
+    assert lv.steady_throughput["low"] < 225.0 < lv.steady_throughput["high"] and lv.num_prompts == 64
+    assert lv.latency("ttft") == {"value": 900.0, "low": 810.0, "high": None, "n": 64}
+    assert res.best(64).point == "b" and [p.point for p in res.ties(64)] == ["a"]  # c is 11 % slower: not a tie
+    assert res.restores[0].ties == ["a"]
+    sla = res.sla(ttft_p99_ms=850.0)
+    assert sla["a"]["concurrency"] is None and sla["b"]["concurrency"] == 64 and sla["b"]["confident"] is None

@@ -234,3 +234,32 @@ def test_the_interconnect_plot_and_column_from_a_recorded_measurement(tmp_path, 
     points = report.load_sweeps([str(sweep)])[0][1]
     assert report.decode_sizes(rec, points) == {1: 12288, 4: 49152, 16: 196608}
     assert report.load_interconnect([str(sweep)]) == [rec]
+def test_intervals_draw_error_bars_and_the_table_says_ties(tmp_path, capsys, monkeypatch):
+    """Levels with a steady-state interval: an error bar per level on the throughput plot, the interval and the
+    requests in the table, the tie rule in the definitions."""
+    import json
+
+    import matplotlib.axes
+
+    lines = (SIM / "points.jsonl").read_text().splitlines()
+    out_lines = []
+    for line in lines:
+        rec = json.loads(line)
+        for lv in (rec.get("benchmark") or {}).get("levels") or []:
+            value = (lv.get("figures") or {}).get("output_throughput")
+            if lv.get("ok") and value:
+                lv["stats"] = {"steady_output_throughput": {"value": value * 1.01, "low": value, "high": value * 1.02,
+                                                            "half_width": value * 0.01, "half_width_rel": 0.0099,
+                                                            "requests": 40},
+                               "precision_target": 0.02}
+        out_lines.append(json.dumps(rec))
+    src = tmp_path / "sweep"
+    src.mkdir()
+    (src / "points.jsonl").write_text("\n".join(out_lines) + "\n")
+    bars = []
+    real = matplotlib.axes.Axes.errorbar
+    monkeypatch.setattr(matplotlib.axes.Axes, "errorbar", lambda self, *a, **k: bars.append(a) or real(self, *a, **k))
+    assert main(["report", str(src), "--out", str(tmp_path / "out")]) == 0
+    assert bars  # one per ok level with an interval
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "95 % CI, requests" in md and "40 req" in md and "Ties: " in md and "steady state, 95 % interval" not in md

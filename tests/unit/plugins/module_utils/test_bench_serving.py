@@ -193,3 +193,31 @@ def test_level_window():
     assert bs.level_window(None, 110.0, 5.0, 99.0) == (105.0, 110.0)
     # no duration (the level failed): the level's own start and end
     assert bs.level_window(None, 110.0, None, 99.0) == (99.0, 110.0)
+
+
+def test_a_sized_level_asks_after_each_round_and_runs_what_it_is_told(tmp_path):
+    """A level planned ``sized``: after each round a "round" event and one line on stdin; {"more": N} runs N more
+    requests without warmup and with the next seed, {"more": 0} ends the level."""
+    _stand_in_client(tmp_path, "import sys\nif __name__ == '__main__':\n    print('args', ' '.join(sys.argv[1:]))\n")
+    args = ["--num-prompts", "8", "--warmup-requests", "1", "--seed", "42", "--output-file", "c4.jsonl"]
+    plan = {"levels": [{"concurrency": 4, "args": args, "log": str(tmp_path / "c4.log"), "sized": True},
+                       {"concurrency": 8, "args": args, "log": str(tmp_path / "c8.log")}]}
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    out = subprocess.run([sys.executable, "-c", bs.DRIVER_SOURCE, str(tmp_path / "plan.json")], cwd=tmp_path,
+                         input='{"more": 12}\n{"more": 0}\n', capture_output=True, text=True,
+                         env={"PYTHONPATH": str(tmp_path)}, check=True, timeout=60).stdout
+    events = bs.parse_events(out)
+    assert [(e["event"], e.get("concurrency"), e.get("round")) for e in events[1:]] == [
+        ("start", 4, None), ("round", 4, 1), ("round", 4, 2), ("end", 4, None), ("start", 8, None), ("end", 8, None),
+        ("done", None, None)]
+    assert events[4]["rounds"] == 2 and events[6]["rounds"] == 1
+    log = [line for line in (tmp_path / "c4.log").read_text().splitlines() if line.startswith("args")]
+    assert log == ["args --num-prompts 8 --warmup-requests 1 --seed 42 --output-file c4.jsonl",
+                   "args --num-prompts 12 --warmup-requests 0 --seed 43 --output-file c4.jsonl"]
+
+
+def test_json_lines_and_round_ok():
+    text = '{"completed": 2, "ttfts": [0.1, 0.2], "errors": ["", ""]}\nnoise\n{"completed": 1, "ttfts": [0.1, 0.0], ' \
+           '"errors": ["", "Bad Request"]}\n'
+    rounds = bs.json_lines(text)
+    assert len(rounds) == 2 and bs.round_ok(rounds[0]) and not bs.round_ok(rounds[1])

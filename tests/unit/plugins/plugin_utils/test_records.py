@@ -360,3 +360,22 @@ def test_a_point_without_a_measurement_keeps_its_telemetry_verdict():
     rec = records.build_point_record({"benchmark": {"state": "ok", "levels": levels}, "readiness": READY,
                                       "reference_concurrency": 8})
     assert rec["diagnosis"]["verdict"] == "launch_bound" and "interconnect" not in rec
+def _rec_ci(point, tok, half_width_rel, ttft):
+    rec = _rec(point, "passed", tok, ttft=ttft)
+    rec["benchmark"]["levels"][0]["stats"] = {
+        "steady_output_throughput": {"value": tok, "low": tok * (1 - half_width_rel),
+                                     "high": tok * (1 + half_width_rel), "half_width": tok * half_width_rel,
+                                     "half_width_rel": half_width_rel, "requests": 16},
+        "precision_target": 0.02}
+    return rec
+
+
+def test_restore_takes_the_faster_point_unless_they_tie_and_says_the_rule():
+    ordered = records.choose_restore([_rec_ci("a", 100.0, 0.01, 10.0), _rec_ci("b", 110.0, 0.01, 50.0)], "h", "best",
+                                     8, {}, ["a", "b"])
+    assert ordered["point"] == "b" and ordered["ties"] == [] and "steady state 110 [" in ordered["reason"]
+    tie = records.choose_restore([_rec_ci("a", 100.0, 0.01, 10.0), _rec_ci("b", 101.0, 0.01, 50.0)], "h", "best",
+                                 8, {}, ["a", "b"])
+    assert tie["point"] == "a" and tie["ties"] == ["b"] and "lower p99 TTFT" in tie["reason"]
+    record = records.build_restore_record({"action": "point", "point": "a", "ties": tie["ties"], "reason": "r"})
+    assert record["ties"] == ["b"]

@@ -311,3 +311,91 @@ def test_text_table_is_fixed_width_and_labelled(sim, measured):
     for line in body:  # every cell starts under its header
         assert all(i == 0 or line[i - 2:i] == "  " for i in starts)
     assert summary.render_text([]) == "No point recorded.\n"
+
+
+# ---- intervals and ties ---------------------------------------------------------------------------
+
+
+def _with_interval(rec, value, half_width_rel, p99=None, requests=64):
+    rec = copy.deepcopy(rec)
+    for lv in rec["benchmark"]["levels"]:
+        lv["stats"] = {"steady_output_throughput": {
+            "value": value, "low": value * (1 - half_width_rel), "high": value * (1 + half_width_rel),
+            "half_width": value * half_width_rel, "half_width_rel": half_width_rel, "requests": requests,
+            "steady_requests": requests, "batches": 10, "rounds": 1, "method": "batch means"},
+            "latency": {"ttft": {"n": requests, "p99": {"value": p99 or 100.0, "low": 90.0, "high": None}}},
+            "precision_target": 0.02, "precision_reached": half_width_rel, "precise": half_width_rel <= 0.02}
+        if p99 is not None:
+            lv["figures"]["p99_ttft_ms"] = p99
+    return rec
+
+
+def _pair(sim, apart, hw=0.005):
+    a = _with_interval(sim[0], 300.0, hw, p99=400.0)
+    b = _with_interval(sim[0], 300.0 * (1 + apart), hw, p99=500.0)
+    b["point"] = b["backend"] = "faster"
+    return a, b
+
+
+def test_one_percent_apart_is_a_tie_decided_by_the_lower_p99_ttft(sim):
+    a, b = _pair(sim, 0.01)
+    best, tied = summary.ranking([a, b], 16)
+    assert best is a and tied == [b]  # b's 1 % more is not distinguishable; a has the lower p99 TTFT
+    rows = summary.summary_rows([a, b], 16)
+    assert [(r["point"], r["best"], r["tie"]) for r in rows] == [(a["point"], True, False), ("faster", False, True)]
+    text = summary.render_markdown(rows)
+    assert "*tie*" in text and "ties with faster" in text and summary.TIE_RULE in text
+
+
+def test_ten_percent_apart_is_ordered(sim):
+    a, b = _pair(sim, 0.10)
+    best, tied = summary.ranking([a, b], 16)
+    assert best is b and tied == []
+
+
+def test_wide_intervals_tie_even_ten_percent_apart(sim):
+    a, b = _pair(sim, 0.10, hw=0.08)
+    assert summary.ranking([a, b], 16)[1] != []
+
+
+def test_rows_csv_and_text_carry_intervals_and_sample_counts(sim):
+    a, b = _pair(sim, 0.10)
+    rows = summary.summary_rows([a, b], 16)
+    row = _row(rows, "faster")
+    assert row["ref_throughput"]["source"] == "steady state" and row["ref_throughput"]["requests"] == 64
+    assert row["ttft_p99"]["n"] == 64
+    cell = next(c for c in row["levels"] if c["concurrency"] == 16)
+    assert cell["steady_low"] < cell["steady_tok_s"] < cell["steady_high"]
+    parsed = list(csv.DictReader(io.StringIO(summary.render_csv(rows))))
+    line = next(x for x in parsed if x["point"] == "faster")
+    assert float(line["ref_tok_s_low"]) < float(line["ref_tok_s"]) < float(line["ref_tok_s_high"])
+    assert line["ref_requests"] == "64" and line["ttft_n"] == "64" and line["c16_steady_tok_s"]
+    assert "[" in summary.render_text(rows) and "req" in summary.render_text(rows)
+
+
+def test_records_without_intervals_rank_as_before(sim):
+    assert summary.throughput_at(sim[0], 16)["source"] == "whole run"
+    assert summary.ranking(sim, 16)[1] == []
+
+
+def _latency_levels(rec, by_c):
+    rec = copy.deepcopy(rec)
+    rec["benchmark"]["levels"] = [lv for lv in rec["benchmark"]["levels"] if lv["concurrency"] in by_c]
+    for lv in rec["benchmark"]["levels"]:
+        ttft, high = by_c[lv["concurrency"]]
+        lv["ok"] = True
+        lv["stats"] = {"latency": {"ttft": {"n": 40, "p99": {"value": ttft, "low": ttft * 0.9, "high": high}},
+                                   "itl": {"n": 4000, "p99": {"value": 30.0, "low": 29.0, "high": 31.0}}}}
+    return rec
+
+
+def test_sla_search_takes_the_highest_level_meeting_the_slos(sim):
+    levels_run = sorted(lv["concurrency"] for lv in sim[0]["benchmark"]["levels"])
+    lo, mid, hi = levels_run[0], levels_run[1], levels_run[-1]
+    rec = _latency_levels(sim[0], {lo: (100.0, 120.0), mid: (400.0, None), hi: (2000.0, 2500.0)})
+    sla = summary.sla_concurrency(rec, ttft_p99_ms=500.0, itl_p99_ms=50.0)
+    # mid meets the TTFT SLO by its p99, but 40 samples cannot bound its p99 from above: not confident
+    assert (sla["concurrency"], sla["confident"]) == (mid, lo)
+    assert [x["meets"] for x in sla["levels"]] == [True, True, False]
+    assert summary.sla_concurrency(rec, ttft_p99_ms=50.0)["concurrency"] is None
+    assert summary.sla_concurrency(rec, itl_p99_ms=20.0)["concurrency"] is None
