@@ -476,6 +476,8 @@ def check_limits(limits, how, gpu_count):
 
 
 def check_power(gpus):
+    if not gpus:
+        return check("power_cap", "warn", "nvidia-smi -q printed no GPU", "read `nvidia-smi -q` on the host", SMI_DOC)
     capped, unknown = [], 0
     for i, g in enumerate(gpus or []):
         limit, default, top = g.get("power_limit_w"), g.get("power_default_w"), g.get("power_max_w")
@@ -499,6 +501,9 @@ def check_power(gpus):
 
 
 def check_persistence(gpus):
+    if not gpus:
+        return check("persistence", "warn", "nvidia-smi -q printed no GPU", "read `nvidia-smi -q` on the host",
+                     SMI_DOC)
     off = ["GPU%d %s" % (i, g.get("bus_id")) for i, g in enumerate(gpus or []) if g.get("persistence_mode") is False]
     if off:
         return check("persistence", "warn", "persistence mode off on " + ", ".join(off),
