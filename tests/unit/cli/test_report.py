@@ -213,3 +213,16 @@ def test_pareto_frontier_is_vllms():
     # vllm/benchmarks/sweep/plot_pareto.py _pareto_frontier: points no other beats on both axes
     pairs = [(10.0, 1.0), (8.0, 3.0), (8.0, 2.0), (5.0, 2.5), (2.0, 6.0), (1.0, 5.0)]
     assert report.pareto_frontier(pairs) == [(2.0, 6.0), (8.0, 3.0), (10.0, 1.0)]
+
+
+def test_host_checks_table_lists_each_hosts_checks_once_per_sweep():
+    records = report.load_sweeps([SIM])[0][1]
+    assert report.host_checks_table(records) == []  # recorded before the host checks existed
+    points = [r for r in records if r.get("kind") == "point"]
+    check = {"name": "shm", "verdict": "warn", "evidence": "/dev/shm is 64 MiB", "fix": "enlarge /dev/shm",
+             "source": "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"}
+    for r in points:
+        r["facts"] = dict(r.get("facts") or {}, host_checks=[check])
+    rows = report.host_checks_table(records)
+    hosts = {(r.get("sweep_id"), r.get("host")) for r in points}
+    assert len(rows) == len(hosts) and rows[0][2:] == ("shm", "warn", "/dev/shm is 64 MiB", "enlarge /dev/shm")

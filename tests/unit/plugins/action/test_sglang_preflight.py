@@ -153,3 +153,28 @@ def test_ansible_doc_renders(name):
     )
     doc = json.loads(out.stdout)[f"moesweep.sweep.{name}"]
     assert doc["doc"]["module"] == name and doc["examples"] and doc["return"]
+
+
+def _host_facts(*checks):
+    from ansible_collections.moesweep.sweep.plugins.module_utils import host_checks as hc
+
+    return dict(SM120, host_checks=list(checks), host_check_summary=hc.summarise(checks))
+
+
+def test_host_check_fail_refuses_and_warn_is_a_caveat():
+    from ansible_collections.moesweep.sweep.plugins.module_utils import host_checks as hc
+
+    shm = hc.check_shm(64 << 20, 8)
+    driver = hc.check_driver("570.172.08", "12.8", "13.0")
+    args = {"backend": "triton", "sglang_version": "0.5.9", "flags": {"tp-size": 8}}
+    res = run_action(dict(args, gpu_facts=_host_facts(shm, driver)))
+    assert res["failed"] is True and res["verdict"] == "unsupported" and res["forced"] is False
+    assert "refused by the host checks, before anything restarted" in res["msg"]
+    assert "host check driver_cuda: driver 570.172.08" in res["msg"] and "R580" in res["msg"]
+    assert any(w.startswith("host check shm: /dev/shm is 64 MiB") for w in res["preflight_warnings"])
+    assert [c["name"] for c in res["host_checks"]] == ["shm", "driver_cuda"]
+    forced = run_action(dict(args, gpu_facts=_host_facts(shm, driver), force=True))
+    assert not forced.get("failed") and forced["forced"] is True and forced["msg"].startswith("FORCED")
+    warned = run_action(dict(args, gpu_facts=_host_facts(shm)))
+    assert not warned.get("failed") and any("/dev/shm" in w for w in warned["preflight_warnings"])
+    json.dumps(res)
