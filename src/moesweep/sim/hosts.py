@@ -39,6 +39,7 @@ from moesweep.sim.model import (
     check_cluster_name,
     check_up_args,
     host_name,
+    parse_knobs,
 )
 from moesweep.sim.nspawn import check_prerequisites
 from moesweep.sim.state import load_hosts
@@ -74,6 +75,7 @@ def up(
     cluster: str = "default",
     inventory: Path | None = None,
     driver_version: str | None = None,
+    knobs: list[str] | dict | None = None,
     boot_timeout: float = 90,
     log=print,
 ) -> UpResult:
@@ -83,6 +85,7 @@ def up(
         gpu_count = 2 if gpu == "h200-x2" else 8
     toolkits = ["12.8", "13.1"] if cuda_toolkits is None else list(cuda_toolkits)
     check_up_args(n, gpu, gpu_count, sglang_version, toolkits)
+    knobs = parse_knobs(knobs)
     check_cluster_name(cluster)
     inventory = Path(inventory).absolute() if inventory else default_inventory_path(cluster)
     all_hosts = _live(log)
@@ -99,7 +102,8 @@ def up(
     }
     if mine:
         same = len(mine) == n and all(
-            all(getattr(h, k) == v for k, v in wanted.items()) for h in mine
+            all(getattr(h, k) == v for k, v in wanted.items()) and h.extra.get("knobs", {}) == knobs
+            and (driver_version is None or h.driver_version == driver_version) for h in mine
         )
         if same and all(nspawn.healthy(h) for h in mine):
             _inventory.write(inventory, mine, key)
@@ -118,6 +122,7 @@ def up(
             index=free[i],
             cluster=cluster,
             driver_version=driver_version or DEFAULT_DRIVER[gpu],
+            extra={"knobs": knobs} if knobs else {},
             **wanted,
         )
         for i in range(n)
