@@ -31,12 +31,13 @@ KERNEL_PARAMS = "https://docs.kernel.org/admin-guide/kernel-parameters.html"
 
 # NCCL's own example for containers (troubleshooting, "Shared memory"): --shm-size=1g --ulimit memlock=-1.
 SHM_MIN_BYTES = 1 << 30
-# Each NCCL rank keeps sockets, shared-memory segments and CUDA IPC handles open; systemd's default soft
-# limit of 1024 (systemd.exec LimitNOFILE=) is the documented floor that breaks multi-process servers.
-NOFILE_MIN = 65536
+# sglang raises its soft open-files limit to 65535 at start (sglang 0.5.9 python/sglang/srt/utils/common.py
+# set_ulimit(target_soft_limit=65535), called by srt/entrypoints/engine.py) and only logs "Fail to set
+# RLIMIT_NOFILE" when the hard limit is lower.
+NOFILE_MIN = 65535
 # Room the flashinfer / triton / torch JIT caches and the logs take beside the model under the server's HOME
 # (flashinfer's prebuilt jit-cache wheels for one CUDA release are a few GB): this project's margin.
-JIT_CACHE_BYTES = 20 * (1 << 30)
+JIT_CACHE_BYTES = 10 * (1 << 30)
 # Minimum Linux driver of each CUDA major release (CUDA release notes, table 3; the compatibility guide: an
 # application built with any CUDA 12.x runs on R525+, any 13.x on R580+ through minor version compatibility).
 DRIVER_FOR_CUDA_MAJOR = {12: (525, 60, 13), 13: (580, 65, 6)}
@@ -440,32 +441,36 @@ def check_shm(shm_bytes, gpu_count):
 
 
 def unit_limits(requested, running, manager_limits, manager_can_raise):
-    """The limits the unit gets, {"memlock": n|None, "nofile": n|None} and how they were known. A running unit's
-    own ``/proc/<pid>/limits`` decide. Otherwise the unit's request (``systemctl show``: LimitMEMLOCK=,
-    LimitNOFILE=) holds unless the service manager lacks CAP_SYS_RESOURCE, in which case systemd sets the
-    closest it can: its own hard limit (systemd ``src/basic/rlimit-util.c`` ``setrlimit_closest``)."""
+    """The limits the unit gets, {"memlock": (soft, hard), "nofile": (soft, hard)} (None: unlimited) and how they
+    were known. A running unit's own ``/proc/<pid>/limits`` decide. Otherwise the unit's request (``systemctl
+    show``: LimitMEMLOCK=, LimitNOFILE=, one value for both) holds unless the service manager lacks
+    CAP_SYS_RESOURCE, in which case systemd sets the closest it can: its own hard limit (systemd
+    ``src/basic/rlimit-util.c`` ``setrlimit_closest``)."""
     if running:
-        return {k: v[0] for k, v in running.items()}, "the running unit's /proc/PID/limits"
+        return dict(running), "the running unit's /proc/PID/limits"
     out = {}
     for name in ("memlock", "nofile"):
         want = (requested or {}).get(name, UNLIMITED)
         hard = (manager_limits or {}).get(name, (UNLIMITED, UNLIMITED))[1]
         if manager_can_raise is False and hard is not UNLIMITED and (want is UNLIMITED or want > hard):
             want = hard
-        out[name] = want
+        out[name] = (want, want)
     how = "the unit's request" + (", capped by PID 1's hard limit (no CAP_SYS_RESOURCE)"
                                   if manager_can_raise is False else "")
     return out, how
 
 
 def check_limits(limits, how, gpu_count):
-    memlock, nofile = limits.get("memlock", UNLIMITED), limits.get("nofile", UNLIMITED)
+    """memlock: the soft limit NCCL pins host memory under; open files: the hard limit sglang raises its soft one
+    to (at most)."""
+    memlock = limits.get("memlock", (UNLIMITED, UNLIMITED))[0]
+    nofile = limits.get("nofile", (UNLIMITED, UNLIMITED))[1]
     low = []
     if memlock is not UNLIMITED and (gpu_count or 0) > 1:
         low.append("memlock %s (NCCL's example: --ulimit memlock=-1, unlimited)" % _bytes(memlock))
     if nofile is not UNLIMITED and nofile < NOFILE_MIN:
-        low.append("open files %d (< %d)" % (nofile, NOFILE_MIN))
-    evidence = "the unit gets memlock %s, open files %s (%s)" % (
+        low.append("a hard open-files limit of %d (sglang raises its soft limit to %d)" % (nofile, NOFILE_MIN))
+    evidence = "the unit gets memlock %s, open files up to %s (%s)" % (
         _bytes(memlock), "unlimited" if nofile is UNLIMITED else nofile, how)
     if low:
         return check("limits", "warn", "the unit gets " + ", ".join(low) + " (%s)" % how,
@@ -580,7 +585,8 @@ def check_disk(paths, model_bytes):
     evidence = "%s free on %s (%s), %s needed for %s" % (_bytes(free), worst["path"], worst.get("what") or "",
                                                          _bytes(need), what)
     if free < need:
-        return check("disk", "fail", evidence,
+        # a model that cannot fit fails the host; without its size only the caches' room is known to be short
+        return check("disk", "fail" if model_bytes else "warn", evidence,
                      "free space on %s (or point sglang_server_home at a larger disk) before the server downloads "
                      "or compiles anything" % worst["path"], "")
     return check("disk", "ok", evidence, source="")

@@ -142,7 +142,7 @@ def test_memlock_64k_of_a_capped_manager_warns():
     manager = hc.parse_proc_limits(read(HC / "proc-limits-memlock-64k-gc3pie.txt"))
     # the role's unit asks for infinity; a manager without CAP_SYS_RESOURCE gives its own hard limit
     limits, how = hc.unit_limits({"memlock": None, "nofile": 1048576}, None, manager, False)
-    assert limits == {"memlock": 65536, "nofile": 1048576}
+    assert limits == {"memlock": (65536, 65536), "nofile": (1048576, 1048576)}
     c = hc.check_limits(limits, how, 2)
     assert c["verdict"] == "warn" and "memlock 64 KiB" in c["evidence"] and "LimitMEMLOCK=infinity" in c["fix"]
     # the same manager with the capability raises them: what the unit asks for
@@ -150,8 +150,11 @@ def test_memlock_64k_of_a_capped_manager_warns():
     assert hc.check_limits(limits, how, 2)["verdict"] == "ok"
     # a running unit's own limits decide
     limits, how = hc.unit_limits({}, manager, None, True)
-    assert limits == {"memlock": 65536, "nofile": 1024} and "running" in how
-    assert "open files 1024" in hc.check_limits(limits, how, 2)["evidence"]
+    assert limits == {"memlock": (65536, 65536), "nofile": (1024, 1048576)} and "running" in how
+    # sglang raises the soft open-files limit itself, up to the hard one: 1048576 is enough
+    assert "open files" not in hc.check_limits(limits, how, 2)["evidence"].split("(")[0]
+    low = hc.check_limits({"memlock": (None, None), "nofile": (1024, 20000)}, "test", 2)
+    assert low["verdict"] == "warn" and "a hard open-files limit of 20000" in low["evidence"]
 
 
 def test_shm_64m_warns_1g_ok():
@@ -188,7 +191,11 @@ def test_driver_against_the_stack(driver, cuda, stack, verdict):
 
 def test_disk_and_ram():
     small = hc.check_disk([{"path": "/var/lib/sglang", "free_bytes": 64 << 20, "what": "server home"}], None)
-    assert small["verdict"] == "fail" and "64 MiB free on /var/lib/sglang" in small["evidence"]
+    assert small["verdict"] == "warn" and "64 MiB free on /var/lib/sglang" in small["evidence"]
+    assert "10 GiB needed for the JIT caches" in small["evidence"] and "larger disk" in small["fix"]
+    no_room = hc.check_disk([{"path": "/var/lib/sglang", "free_bytes": 100 << 30, "what": "server home"}],
+                            453 * 10 ** 9)
+    assert no_room["verdict"] == "fail" and "100 GiB free" in no_room["evidence"]
     model = 453 * 10 ** 9
     big = hc.check_disk([{"path": "/var/lib/sglang", "free_bytes": 2 << 40, "what": "server home"}], model)
     assert big["verdict"] == "ok"
