@@ -212,6 +212,11 @@ def _fields():
     add(["pci.sub_device_id"], "pci.sub_device_id", None, lambda v, p: "0x" + v.gpu.m["pci_sub_system_id"])
     add(["pcie.link.gen.current"], "pcie.link.gen.current", None, lambda v, p: str(link_state(v.gpu, p)[0]))
     add(["pcie.link.gen.max"], "pcie.link.gen.max", None, lambda v, p: str(v.gpu.m["pcie_gen"]))
+    # the GPU's own link generation beside the link's; the host's maximum is "N/A" in a VM (H200 recording's -q:
+    # "Device Current : 5", "Device Max : 5", "Host Max : N/A")
+    add(["pcie.link.gen.gpucurrent"], "pcie.link.gen.gpucurrent", None, lambda v, p: str(link_state(v.gpu, p)[0]))
+    add(["pcie.link.gen.gpumax"], "pcie.link.gen.gpumax", None, lambda v, p: str(v.gpu.m["pcie_gen"]))
+    add(["pcie.link.gen.hostmax"], "pcie.link.gen.hostmax", None, lambda v, p: "[N/A]")
     add(["pcie.link.width.current"], "pcie.link.width.current", None, lambda v, p: str(link_state(v.gpu, p)[2]))
     add(["pcie.link.width.max"], "pcie.link.width.max", None, lambda v, p: str(v.gpu.m["pcie_width"]))
     add(["index"], "index", None, lambda v, p: str(v.gpu.index))
