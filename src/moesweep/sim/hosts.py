@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from moesweep.sim import image, network, nspawn, state
+from moesweep.sim import image, network, nspawn, state, wheelhouse
 from moesweep.sim import inventory as _inventory
 from moesweep.sim.inventory import (
     SIM_COMMAND,
@@ -106,6 +106,8 @@ def up(
             and (driver_version is None or h.driver_version == driver_version) for h in mine
         )
         if same and all(nspawn.healthy(h) for h in mine):
+            _serve_wheelhouse(mine, log)
+            state.save_hosts(all_hosts)
             _inventory.write(inventory, mine, key)
             return UpResult(mine, inventory, time.monotonic() - t0, reused=True)
         log(f"cluster {cluster!r} runs a different set of hosts: replacing it")
@@ -155,11 +157,37 @@ def up(
             _stop(h)
         state.save_hosts(all_hosts)
         raise
+    _serve_wheelhouse(new, log)
+    state.save_hosts(all_hosts + new)
     _inventory.write(inventory, new, key)
     return UpResult(new, inventory, time.monotonic() - t0, reused=False)
 
 
+def _serve_wheelhouse(hosts: list[Host], log) -> None:
+    """Serve the test stack's wheelhouse on each host's gateway (what a real VM downloads from its mirror), so that
+    site.yml and sweep.yml provision the host with nothing but the inventory; a host keeps its running server."""
+    try:
+        wheelhouse.build(wheelhouse.sim_locks())
+    except (OSError, subprocess.SubprocessError, RuntimeError) as exc:
+        log(f"the test stack's wheelhouse could not be built ({exc}): provision these hosts with your own index "
+            "(-e sglang_env_index_url=...)")
+        return
+    for h in hosts:
+        if h.extra.get("wheelhouse_pid") and wheelhouse.answers(h.gateway):
+            continue
+        log_path = state.host_dir(h) / "wheelhouse.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            pid = wheelhouse.start_server(h.gateway, log_path)
+        except RuntimeError as exc:
+            log(str(exc))
+            continue
+        h.extra = dict(h.extra, wheelhouse_pid=pid or h.extra.get("wheelhouse_pid", 0),
+                       wheelhouse_url=f"http://{h.gateway}:{wheelhouse.PORT}")
+
+
 def _stop(h: Host) -> None:
+    wheelhouse.stop_server(int(h.extra.get("wheelhouse_pid") or 0))
     nspawn.stop(h)
     network.teardown(h)
 
