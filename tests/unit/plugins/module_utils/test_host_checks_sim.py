@@ -20,11 +20,14 @@ SMI = REPO / "simulator" / "bin" / "nvidia-smi"
 
 @pytest.fixture
 def sim(tmp_path):
-    def run(*args, **profile):
+    def run(*args, fault=None, **profile):
         prof = {"simulated": True, "gpu_model": "rtx-pro-6000", "gpu_count": 2, "host_index": 1, **profile}
         path = tmp_path / "profile.json"
         path.write_text(json.dumps(prof))
         env = dict(os.environ, MOESWEEP_SIM_PROFILE=str(path), MOESWEEP_SIM_STATE=str(tmp_path / "state.json"))
+        env.pop("MOESWEEP_SIM_FAULT", None)
+        if fault:
+            env["MOESWEEP_SIM_FAULT"] = fault
         out = subprocess.run([sys.executable, str(SMI), *args], env=env, capture_output=True, text=True, timeout=30)
         assert out.returncode == 0, out.stderr
         return out.stdout
@@ -68,3 +71,12 @@ def test_each_knob_puts_its_check_in_the_failing_state(sim, knob, check, needle)
         "persistence": lambda: hc.check_persistence(gpus),
     }[check]()
     assert result["verdict"] == "warn" and needle in result["evidence"], result
+
+
+def test_the_ecc_error_fault_fails_the_gpu_errors_check(sim):
+    """The simulator's Xid-like fault: an uncorrected ECC error counted on GPU 1, as `nvidia-smi -q` prints it."""
+    gpus = hc.parse_q_gpus(sim("-q", fault="ecc_error:1"))
+    assert [g["ecc_volatile_uncorrected"] for g in gpus] == [0, 1]
+    result = hc.check_errors(gpus, [], True)
+    assert result["verdict"] == "fail" and "GPU1 00000000:02:00.0: 1 uncorrected ECC errors" in result["evidence"]
+    assert "nvidia-smi -r" in result["fix"]
