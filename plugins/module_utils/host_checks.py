@@ -23,11 +23,9 @@ NCCL_TROUBLESHOOTING = "https://docs.nvidia.com/deeplearning/nccl/user-guide/doc
 NCCL_MEMORY = ("https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting/"
                "runtime_and_mpi_issues.html#shared-memory")
 CUDA_COMPAT = "https://docs.nvidia.com/deploy/cuda-compatibility/"
-CUDA_RELEASE_NOTES = "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html"
 XID_DOC = "https://docs.nvidia.com/deploy/xid-errors/"
 SMI_DOC = "https://docs.nvidia.com/deploy/nvidia-smi/index.html"
 SYSTEMD_EXEC = "https://www.freedesktop.org/software/systemd/man/latest/systemd.exec.html#LimitCPU="
-KERNEL_PARAMS = "https://docs.kernel.org/admin-guide/kernel-parameters.html"
 
 # NCCL's own example for containers (troubleshooting, "Shared memory"): --shm-size=1g --ulimit memlock=-1.
 SHM_MIN_BYTES = 1 << 30
