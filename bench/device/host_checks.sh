@@ -38,7 +38,7 @@ nvidia-smi --version > "$OUT/version.txt" 2>&1; cat "$OUT/version.txt"
 nvidia-smi -q > "$OUT/nvidia-smi-q.txt" 2>&1
 nvidia-smi topo -p2p r > "$OUT/topo-p2p-r.txt" 2>&1
 nvidia-smi topo -m > "$OUT/topo-m.txt" 2>&1
-nvidia-smi --query-gpu=timestamp,$LINK --format=csv > "$OUT/query-link-power.csv" 2>&1
+nvidia-smi --query-gpu="timestamp,$LINK" --format=csv > "$OUT/query-link-power.csv" 2>&1
 
 echo "== limits"
 cat /proc/1/limits > "$OUT/proc-1-limits.txt" 2>&1
@@ -75,7 +75,7 @@ while time.time() < end:
 PY
   LOAD=$!
   sleep 3
-  timeout 4 nvidia-smi --query-gpu=timestamp,$LINK --format=csv,noheader -lms 250 >> "$OUT/query-link-power.csv" 2>&1
+  timeout 4 nvidia-smi --query-gpu="timestamp,$LINK" --format=csv,noheader -lms 250 >> "$OUT/query-link-power.csv" 2>&1
   nvidia-smi -q > "$OUT/nvidia-smi-q-under-load.txt" 2>&1
   wait $LOAD
 else
