@@ -37,6 +37,40 @@ options:
       - Also list compute processes (C(--query-compute-apps)).
     type: bool
     default: true
+  host_checks:
+    description:
+      - Also run the host checks (RV(ansible_facts.moesweep_gpu.host_checks)), what decides multi-GPU serving
+        beside the GPUs themselves - P2P, ACS / IOMMU, PCIe links, NUMA, C(/dev/shm), the unit's limits, power
+        caps, persistence, Xid / ECC errors, the driver against the stack's CUDA, disk and RAM.
+    type: bool
+    default: true
+  unit:
+    description:
+      - The server's systemd unit whose limits the checks judge (its running process's, else what it asks for).
+    type: str
+    default: sglang.service
+  unit_limits:
+    description:
+      - What the unit asks for when it is not installed yet (systemd C(LimitMEMLOCK=) / C(LimitNOFILE=) values).
+      - The default is what the sglang_server role's unit sets.
+    type: dict
+    default: {LimitMEMLOCK: infinity, LimitNOFILE: "1048576"}
+  stack_cuda:
+    description:
+      - The CUDA release the serving stack's torch is built for (the sglang_env provenance's C(torch_cuda)),
+        judged against the driver. Unset, the driver check only reports the driver.
+    type: str
+  model_bytes:
+    description:
+      - The model's size in bytes, for the disk and RAM checks; unset when not known yet.
+    type: int
+  disk_paths:
+    description:
+      - Paths whose free space must hold the model and the JIT caches (the server's HOME); the nearest existing
+        parent is measured when a path does not exist yet.
+    type: list
+    elements: path
+    default: []
 attributes:
   check_mode:
     support: full
@@ -52,6 +86,10 @@ attributes:
     platforms: posix
 notes:
   - Sets E(LC_ALL=C) for every command so the text parsed is the C locale's.
+  - The host checks read C(nvidia-smi -q), C(nvidia-smi topo -p2p r), C(lspci -vvv) when pciutils is installed,
+    C(/proc/cmdline), C(/sys/kernel/iommu_groups), C(/dev/shm), C(systemctl show) of O(unit), C(/proc/1/limits) and
+    C(/proc/1/status), the kernel log (C(journalctl -k -b), else C(dmesg)) and C(/proc/meminfo); decisions are
+    C(plugins/module_utils/host_checks.py).
   - Without C(systemd-detect-virt) (e.g. Firecracker VMs without systemd) the virtualization fact
     falls back on C(/run/systemd/container), PID 1's C(container=) variable, DMI vendor/product and
     the C(hypervisor) CPU flag; C(source) in RV(ansible_facts.moesweep_gpu.virtualization) says which decided.
@@ -188,11 +226,29 @@ ansible_facts:
           description: Path of the nvidia-smi that was run.
           type: str
           sample: /usr/bin/nvidia-smi
+        host_checks:
+          description: >-
+            One entry per host check (empty with O(host_checks=false)): C(name), C(verdict) (V(ok), V(warn): a
+            caveat, V(fail): the preflight refuses the point), C(evidence) (what was read), C(fix) and C(source)
+            (the public document of the threshold).
+          type: list
+          elements: dict
+          sample:
+            - name: shm
+              verdict: warn
+              evidence: /dev/shm is 64 MiB, below NCCL's 1 GiB example (--shm-size=1g)
+              fix: enlarge /dev/shm (`mount -o remount,size=16G /dev/shm`, or the container's --shm-size)
+              source: https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting/runtime_and_mpi_issues.html
+        host_check_summary:
+          description: The checks that are not ok, one line each (name, evidence, fix), by verdict.
+          type: dict
+          sample: {fail: [], warn: ["host check shm: /dev/shm is 64 MiB ... Fix: ..."]}
 """
 
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.moesweep.sweep.plugins.module_utils import host_checks as hc
 from ansible_collections.moesweep.sweep.plugins.module_utils import nvidia_smi as smi
 
 SBIN_DIRS = ["/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/local/nvidia/bin", "/usr/lib/wsl/lib"]
@@ -260,12 +316,120 @@ def gather_cpus():
     return count, nodes
 
 
+def _shm_bytes():
+    try:
+        if not os.path.ismount("/dev/shm"):
+            return None
+        st = os.statvfs("/dev/shm")
+    except OSError:
+        return None
+    return st.f_blocks * st.f_frsize
+
+
+def _free_bytes(path):
+    """Free bytes for an unprivileged writer at ``path`` or its nearest existing parent: (measured path, bytes)."""
+    probe = path
+    while probe and not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    try:
+        st = os.statvfs(probe)
+    except OSError:
+        return probe, None
+    return probe, st.f_bavail * st.f_frsize
+
+
+def _cpus_allowed(status_text):
+    for line in (status_text or "").splitlines():
+        if line.startswith("Cpus_allowed_list:"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def _kernel_log(module):
+    """The kernel's messages of this boot (``journalctl -k -b``, else ``dmesg``); None when neither can be read."""
+    journalctl = module.get_bin_path("journalctl")
+    if journalctl:
+        rc, out, _err = module.run_command([journalctl, "-k", "-b", "--no-pager", "-q", "-o", "short-monotonic"])
+        if rc == 0:
+            return "\n".join(line for line in out.splitlines() if "NVRM" in line)
+    dmesg = module.get_bin_path("dmesg")
+    if dmesg:
+        rc, out, _err = module.run_command([dmesg])
+        if rc == 0:
+            return "\n".join(line for line in out.splitlines() if "NVRM" in line)
+    return None
+
+
+def gather_host_inputs(module, nvidia_smi, facts):
+    """What the host checks read (``host_checks.evaluate``'s inputs), read-only."""
+    params = module.params
+    inputs = dict(
+        gpu_count=facts["gpu_count"],
+        driver_version=facts["driver_version"],
+        driver_cuda_version=facts["driver_cuda_version"],
+        stack_cuda=params["stack_cuda"],
+        topology=facts["topology"],
+        virtualized=facts["virtualization"].get("kind") == "vm",
+        model_bytes=params["model_bytes"],
+    )
+    rc, out, _err = module.run_command([nvidia_smi, "-q"])
+    inputs["nvidia_smi_q"] = out if rc == 0 else ""
+    rc, out, _err = module.run_command([nvidia_smi, "topo", "-p2p", "r"])
+    inputs["topo_p2p"] = out if rc == 0 else ""
+    inputs["cmdline"] = _read("/proc/cmdline")
+    try:
+        inputs["iommu_groups"] = bool(os.listdir("/sys/kernel/iommu_groups"))
+    except OSError:
+        inputs["iommu_groups"] = False
+    lspci = module.get_bin_path("lspci", opt_dirs=SBIN_DIRS)
+    inputs["lspci"] = None
+    if lspci:
+        rc, out, _err = module.run_command([lspci, "-vvv"])
+        inputs["lspci"] = out if rc == 0 else None
+    inputs["shm_bytes"] = _shm_bytes()
+    inputs["manager_limits"] = _read("/proc/1/limits")
+    inputs["manager_status"] = _read("/proc/1/status")
+    inputs["unit_cpus"] = _cpus_allowed(inputs["manager_status"])
+    inputs["unit_requested"] = dict((k.replace("Limit", "").lower(), str(v))
+                                    for k, v in (params["unit_limits"] or {}).items())
+    systemctl = module.get_bin_path("systemctl")
+    if systemctl and params["unit"]:
+        rc, out, _err = module.run_command([systemctl, "show", params["unit"], "--property",
+                                            "LoadState,MainPID,LimitMEMLOCK,LimitNOFILE"])
+        shown = dict(line.split("=", 1) for line in out.splitlines() if "=" in line) if rc == 0 else {}
+        if shown.get("LoadState") == "loaded":
+            inputs["unit_requested"] = {"memlock": shown.get("LimitMEMLOCK", "infinity"),
+                                        "nofile": shown.get("LimitNOFILE", "infinity")}
+        pid = shown.get("MainPID", "0")
+        if pid.isdigit() and int(pid) > 0:
+            inputs["unit_proc_limits"] = _read("/proc/%s/limits" % pid)
+            inputs["unit_cpus"] = _cpus_allowed(_read("/proc/%s/status" % pid)) or inputs["unit_cpus"]
+    inputs["kernel_log"] = _kernel_log(module)
+    inputs["meminfo"] = _read("/proc/meminfo")
+    disk = []
+    for path in params["disk_paths"] or []:
+        measured, free = _free_bytes(path)
+        disk.append({"path": path, "free_bytes": free,
+                     "what": "measured on %s" % measured if measured != path else "exists"})
+    inputs["disk"] = disk
+    return inputs
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             nvidia_smi_path=dict(type="path"),
             cuda_home=dict(type="path"),
             gather_processes=dict(type="bool", default=True),
+            host_checks=dict(type="bool", default=True),
+            unit=dict(type="str", default="sglang.service"),
+            unit_limits=dict(type="dict", default={"LimitMEMLOCK": "infinity", "LimitNOFILE": "1048576"}),
+            stack_cuda=dict(type="str"),
+            model_bytes=dict(type="int"),
+            disk_paths=dict(type="list", elements="path", default=[]),
         ),
         supports_check_mode=True,
     )
@@ -349,7 +513,12 @@ def main():
         cpu_count=cpu_count,
         numa_nodes=numa_nodes,
         nvidia_smi=nvidia_smi,
+        host_checks=[],
+        host_check_summary={"fail": [], "warn": []},
     )
+    if module.params["host_checks"]:
+        facts["host_checks"] = hc.evaluate(gather_host_inputs(module, nvidia_smi, facts))
+        facts["host_check_summary"] = hc.summarise(facts["host_checks"])
     module.exit_json(changed=False, ansible_facts=dict(moesweep_gpu=facts))
 
 

@@ -107,6 +107,8 @@ options:
     description:
       - The facts returned by M(moesweep.sweep.gpu_facts) (RV(moesweep.sweep.gpu_facts#module:ansible_facts.moesweep_gpu)).
       - Defaults to the host's C(ansible_facts.moesweep_gpu) when gathered.
+      - Their host checks decide too - a check whose verdict is V(fail) refuses the point (O(force) runs it anyway),
+        a V(warn) is a caveat in RV(preflight_warnings).
     type: dict
   cuda_version:
     description: CUDA toolkit release used for JIT (nvcc in CUDA_HOME); defaults to the facts' C(cuda_toolkit.release).
@@ -243,6 +245,13 @@ preflight_warnings:
   type: list
   elements: str
   sample: ["cutlass-fi-sm120-cuda128-slow: with CUDA 12.8 flashinfer JIT targets compute_120a ..."]
+host_checks:
+  description: The host checks of O(gpu_facts) the verdict took into account (name, verdict, evidence, fix, source).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{name: shm, verdict: warn, evidence: "/dev/shm is 64 MiB, below NCCL's 1 GiB example (--shm-size=1g)",
+            fix: "enlarge /dev/shm", source: "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"}]
 forced:
   description: True when O(force) let an unsupported point through.
   returned: always

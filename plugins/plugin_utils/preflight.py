@@ -10,7 +10,7 @@ from ansible_collections.moesweep.sweep.plugins.plugin_utils import compat, laun
 
 def _refusal(msg, launch_plan=None, node_info=None):
     return dict(changed=False, failed=True, verdict="unsupported", msg=msg, reasons=[], citations=[],
-                alternatives=[], advice={}, forced=False, preflight_warnings=[], launch=launch_plan,
+                alternatives=[], advice={}, forced=False, preflight_warnings=[], host_checks=[], launch=launch_plan,
                 nodes=node_info or {})
 
 
@@ -70,6 +70,10 @@ def run_preflight(args, task_vars_facts=None, node_inputs=None):
     public = public_bind_warning(plan["host"], plan["port"], bool(args.get("api_key_set")))
     if public:
         warnings.append(public)
+    # gpu_facts' host checks (module_utils/host_checks.py): a warn is a caveat, a fail refuses the point
+    host = facts.get("host_check_summary") or {}
+    warnings.extend(host.get("warn") or [])
+    host_failures = list(host.get("fail") or [])
     result = dict(
         changed=False,
         verdict=verdict["status"],
@@ -85,11 +89,21 @@ def run_preflight(args, task_vars_facts=None, node_inputs=None):
         advice=verdict["advice"],
         forced=False,
         preflight_warnings=warnings,
+        host_checks=list(facts.get("host_checks") or []),
         launch=plan,
         nodes=node_plan,
     )
+    if host_failures and verdict["status"] != "unsupported":
+        result["verdict"] = "unsupported"
+        result["msg"] = ("sweep point %s refused by the host checks, before anything restarted:\n- %s"
+                         % (verdict["backend"], "\n- ".join(host_failures)))
+        if args.get("force"):
+            result["forced"] = True
+            result["msg"] = "FORCED past the preflight (force: true): " + result["msg"]
+            return result, False
+        return result, True
     if verdict["status"] == "unsupported":
-        result["msg"] = compat.format_refusal(verdict)
+        result["msg"] = compat.format_refusal(verdict) + "".join("\n- " + line for line in host_failures)
         if plan["flag_errors"]:
             # a launch the real parser rejects cannot be forced: it would only exit 2
             result["failed"] = True

@@ -79,7 +79,7 @@ class View:
         self.gpu = gpu
         self.live = live
         now = time.time() if now is None else now
-        lim = m["power_limit_w"]
+        lim = power_limit(gpu, gpu.profile)
         idle_p = gpu.idle("idle_power_w")
         if live:
             self.mem_used = max(0, min(int(live.get("memory_used_mib", 0)), m["memory_total_mib"]))
@@ -95,6 +95,8 @@ class View:
             self.mem_used, self.util, self.power = 0, 0, idle_p
             self.sm_clock = m["idle_sm_clock_mhz"]
             self.pids, self.process_name = [], ""
+        # a capped board draws at most its cap (and then shows the SW power cap, below)
+        self.power = min(self.power, lim)
         # A GPU holding a context runs at P0; an idle board falls back to its idle state.
         self.pstate = "P0" if (live and (self.pids or self.mem_used)) else m["idle_pstate"]
         if live and self.pstate == "P0" and self.sm_clock < m["idle_sm_clock_mhz"]:
@@ -162,6 +164,24 @@ class View:
         return [(p, self.process_name, each) for p in self.pids]
 
 
+# Host-check knobs of the profile (profile.json), each putting one check in its failing state the way a real
+# host shows it: `p2p_read` (the code `topo -p2p r` prints between every pair, e.g. "NS" as in many VMs),
+# `pcie_width_current` / `pcie_gen_current` (a downtrained link: nvidia-smi keeps printing the maximum beside
+# it), `power_limit_w` (a user cap set with `nvidia-smi -pl`: current / requested limit below the card's default
+# and maximum, as tests/fixtures/host_checks/q-power-capped-500-of-700-stackhpc-975.txt shows),
+# `persistence_mode` ("Disabled").
+def link_state(gpu, profile: dict) -> tuple[int, int, int, int]:
+    """(gen current, gen max, width current, width max) of a GPU's PCIe link."""
+    m = gpu.m
+    return (int(profile.get("pcie_gen_current", m["pcie_gen"])), m["pcie_gen"],
+            int(profile.get("pcie_width_current", m["pcie_width"])), m["pcie_width"])
+
+
+def power_limit(gpu, profile: dict) -> float:
+    """The enforced power limit: the profile's user cap, else the card's default."""
+    return float(profile.get("power_limit_w", gpu.m["power_limit_w"]))
+
+
 def _active(flag: bool) -> str:
     return "Active" if flag else "Not Active"
 
@@ -190,9 +210,14 @@ def _fields():
     add(["pci.device"], "pci.device", None, lambda v, p: "0x" + v.gpu.bus_id.split(":")[2][:2])
     add(["pci.device_id"], "pci.device_id", None, lambda v, p: "0x" + v.gpu.m["pci_device_id"])
     add(["pci.sub_device_id"], "pci.sub_device_id", None, lambda v, p: "0x" + v.gpu.m["pci_sub_system_id"])
-    add(["pcie.link.gen.current"], "pcie.link.gen.current", None, lambda v, p: str(v.gpu.m["pcie_gen"]))
+    add(["pcie.link.gen.current"], "pcie.link.gen.current", None, lambda v, p: str(link_state(v.gpu, p)[0]))
     add(["pcie.link.gen.max"], "pcie.link.gen.max", None, lambda v, p: str(v.gpu.m["pcie_gen"]))
-    add(["pcie.link.width.current"], "pcie.link.width.current", None, lambda v, p: str(v.gpu.m["pcie_width"]))
+    # the GPU's own link generation beside the link's; the host's maximum is "N/A" in a VM (H200 recording's -q:
+    # "Device Current : 5", "Device Max : 5", "Host Max : N/A")
+    add(["pcie.link.gen.gpucurrent"], "pcie.link.gen.gpucurrent", None, lambda v, p: str(link_state(v.gpu, p)[0]))
+    add(["pcie.link.gen.gpumax"], "pcie.link.gen.gpumax", None, lambda v, p: str(v.gpu.m["pcie_gen"]))
+    add(["pcie.link.gen.hostmax"], "pcie.link.gen.hostmax", None, lambda v, p: "[N/A]")
+    add(["pcie.link.width.current"], "pcie.link.width.current", None, lambda v, p: str(link_state(v.gpu, p)[2]))
     add(["pcie.link.width.max"], "pcie.link.width.max", None, lambda v, p: str(v.gpu.m["pcie_width"]))
     add(["index"], "index", None, lambda v, p: str(v.gpu.index))
     add(["display_mode"], "display_mode", None, lambda v, p: "Enabled")
@@ -214,8 +239,8 @@ def _fields():
     add(["power.draw"], "power.draw", "W", lambda v, p: _w(v.power))
     add(["power.draw.instant"], "power.draw.instant", "W", lambda v, p: _w(v.power))
     add(["power.draw.average"], "power.draw.average", "W", lambda v, p: _w(v.power))
-    add(["power.limit"], "power.limit", "W", lambda v, p: _w(v.gpu.m["power_limit_w"]))
-    add(["enforced.power.limit"], "enforced.power.limit", "W", lambda v, p: _w(v.gpu.m["power_limit_w"]))
+    add(["power.limit"], "power.limit", "W", lambda v, p: _w(power_limit(v.gpu, p)))
+    add(["enforced.power.limit"], "enforced.power.limit", "W", lambda v, p: _w(power_limit(v.gpu, p)))
     add(["power.default_limit"], "power.default_limit", "W", lambda v, p: _w(v.gpu.m["power_limit_w"]))
     add(["power.min_limit"], "power.min_limit", "W", lambda v, p: _w(v.gpu.m["power_min_limit_w"]))
     add(["power.max_limit"], "power.max_limit", "W", lambda v, p: _w(v.gpu.m["power_max_limit_w"]))
@@ -425,7 +450,7 @@ def table(ctx: Ctx) -> str:
         ecc = m["ecc_table"] if m["ecc_table"] == "N/A" else str(v.ecc_uncorrected)
         out.append(f"|{v.gpu.index:>4}  {name:<27}    {pm:<4}|   {v.gpu.bus_id:<16} Off |{ecc:>21} |")
         pw = f"{round(v.power)}W"
-        cap = f"{round(m['power_limit_w'])}W"
+        cap = f"{round(power_limit(v.gpu, p))}W"
         out.append(f"|{m['fan']:>4}{str(v.temp) + 'C':>6}{v.pstate:>6}{pw:>16} / {cap:>5} |"
                    f"{str(v.mem_used) + 'MiB':>11} / {str(m['memory_total_mib']) + 'MiB':>9} |"
                    f"{str(v.util) + '%':>8}{'Default':>13} |")
@@ -500,7 +525,8 @@ def topo_p2p(ctx: Ctx) -> str:
     gs = ctx.all
     rows = [" \t\x1b[4m" + "".join(f"GPU{g.index}\t" for g in gs) + "\x1b[0m"]
     for a in gs:
-        rows.append(f" GPU{a.index}\t" + "".join(("X" if a is b else a.m["p2p_read"]) + "\t" for b in gs))
+        code = ctx.profile.get("p2p_read", a.m["p2p_read"])
+        rows.append(f" GPU{a.index}\t" + "".join(("X" if a is b else code) + "\t" for b in gs))
     return "\n".join(rows) + "\n" + _P2P_LEGEND
 
 
@@ -551,11 +577,11 @@ def _xml_values(v: View, profile: dict) -> dict:
         "pci__pci_domain": bus[4:8], "pci__pci_device_id": m["pci_device_id"], "pci__pci_bus_id": bus,
         "pci__pci_sub_system_id": m["pci_sub_system_id"],
         "pci__pci_gpu_link_info__pcie_gen__max_link_gen": str(m["pcie_gen"]),
-        "pci__pci_gpu_link_info__pcie_gen__current_link_gen": str(m["pcie_gen"]),
-        "pci__pci_gpu_link_info__pcie_gen__device_current_link_gen": str(m["pcie_gen"]),
+        "pci__pci_gpu_link_info__pcie_gen__current_link_gen": str(link_state(g, profile)[0]),
+        "pci__pci_gpu_link_info__pcie_gen__device_current_link_gen": str(link_state(g, profile)[0]),
         "pci__pci_gpu_link_info__pcie_gen__max_device_link_gen": str(m["pcie_gen"]),
         "pci__pci_gpu_link_info__link_widths__max_link_width": f"{m['pcie_width']}x",
-        "pci__pci_gpu_link_info__link_widths__current_link_width": f"{m['pcie_width']}x",
+        "pci__pci_gpu_link_info__link_widths__current_link_width": f"{link_state(g, profile)[2]}x",
         "fan_speed": m["fan"] if m["fan"] == "N/A" else f"{m['fan']} %",
         "performance_state": v.pstate,
         "clocks_event_reasons__clocks_event_reason_gpu_idle": _active(v.idle),
@@ -591,8 +617,9 @@ def _xml_values(v: View, profile: dict) -> dict:
         "max_clocks__video_clock": f"{m['max_video_clock_mhz']} MHz",
         "max_customer_boost_clocks__graphics_clock": f"{m['max_sm_clock_mhz']} MHz",
     })
-    for k in ("current_power_limit", "requested_power_limit", "default_power_limit"):
-        d[f"gpu_power_readings__{k}"] = f"{m['power_limit_w']:.2f} W"
+    for k in ("current_power_limit", "requested_power_limit"):
+        d[f"gpu_power_readings__{k}"] = f"{power_limit(g, profile):.2f} W"
+    d["gpu_power_readings__default_power_limit"] = f"{m['power_limit_w']:.2f} W"
     d["gpu_power_readings__min_power_limit"] = f"{m['power_min_limit_w']:.2f} W"
     d["gpu_power_readings__max_power_limit"] = f"{m['power_max_limit_w']:.2f} W"
     if not m["nvlinks"]:
@@ -664,6 +691,18 @@ def query_plain(ctx: Ctx) -> str:
         kv(4, "Board ID", v.gpu.board_id)
         L.append("    PCI")
         kv(8, "Bus Id", v.gpu.bus_id)
+        # GPU Link Info as the H200 recording prints it (tests/fixtures/nvidia-smi/h200-x1-device/nvidia-smi-q.txt)
+        gen, gen_max, width, width_max = link_state(v.gpu, p)
+        L.append("        GPU Link Info")
+        L.append("            PCIe Generation")
+        kv(16, "Max", str(gen_max))
+        kv(16, "Current", str(gen))
+        kv(16, "Device Current", str(gen))
+        kv(16, "Device Max", str(gen_max))
+        kv(16, "Host Max", "N/A")
+        L.append("            Link Width")
+        kv(16, "Max", f"{width_max}x")
+        kv(16, "Current", f"{width}x")
         L.append("    Fan Speed".ljust(42) + f": {d['fan_speed']}")
         kv(4, "Performance State", v.pstate)
         L.append("    FB Memory Usage")
@@ -674,11 +713,32 @@ def query_plain(ctx: Ctx) -> str:
         L.append("    Utilization")
         kv(8, "Gpu", d["utilization__gpu_util"])
         kv(8, "Memory", d["utilization__memory_util"])
+        # ECC Errors and the R570+ "GPU Power Readings" rows as the H200 recording prints them (same file)
+        L.append("    ECC Mode")
+        kv(8, "Current", "Enabled")
+        kv(8, "Pending", "Enabled")
+        L.append("    ECC Errors")
+        L.append("        Volatile")
+        kv(12, "SRAM Correctable", "0")
+        kv(12, "SRAM Uncorrectable Parity", "0")
+        kv(12, "SRAM Uncorrectable SEC-DED", "0")
+        kv(12, "DRAM Correctable", "0")
+        kv(12, "DRAM Uncorrectable", d["ecc_errors__volatile__dram_uncorrectable"])
+        L.append("        Aggregate")
+        kv(12, "SRAM Correctable", "0")
+        kv(12, "SRAM Uncorrectable Parity", "0")
+        kv(12, "SRAM Uncorrectable SEC-DED", "0")
+        kv(12, "DRAM Correctable", "0")
+        kv(12, "DRAM Uncorrectable", d["ecc_errors__aggregate__dram_uncorrectable"])
         L.append("    Temperature")
         kv(8, "GPU Current Temp", d["temperature__gpu_temp"])
         L.append("    GPU Power Readings")
-        kv(8, "Power Draw", d["gpu_power_readings__instant_power_draw"])
+        kv(8, "Average Power Draw", d["gpu_power_readings__average_power_draw"])
+        kv(8, "Instantaneous Power Draw", d["gpu_power_readings__instant_power_draw"])
         kv(8, "Current Power Limit", d["gpu_power_readings__current_power_limit"])
+        kv(8, "Requested Power Limit", d["gpu_power_readings__requested_power_limit"])
+        kv(8, "Default Power Limit", d["gpu_power_readings__default_power_limit"])
+        kv(8, "Min Power Limit", d["gpu_power_readings__min_power_limit"])
         kv(8, "Max Power Limit", d["gpu_power_readings__max_power_limit"])
         L.append("    Clocks")
         kv(8, "Graphics", d["clocks__graphics_clock"])

@@ -618,6 +618,22 @@ def hosts_table(records):
     return out
 
 
+def host_checks_table(records):
+    """[(sweep, host, check, verdict, evidence, fix)]: each host's host checks (gpu_facts), once per sweep; the ok
+    ones too, so a reader sees what was checked."""
+    seen, out = set(), []
+    for r in summary.point_records(records):
+        key = (r.get("sweep_id"), r.get("host"))
+        checks = (r.get("facts") or {}).get("host_checks") or []
+        if key in seen or not checks:
+            continue
+        seen.add(key)
+        for c in checks:
+            out.append((r.get("sweep_id"), r.get("host"), c.get("name"), c.get("verdict"), c.get("evidence"),
+                        c.get("fix") or "-"))
+    return out
+
+
 SETTING_KEYS = ("client", "client_version", "backend", "dataset_name", "input_len", "output_len", "range_ratio",
                 "concurrency", "num_prompts", "precision", "level_budget_s", "repetitions", "reference_concurrency",
                 "source")
@@ -708,6 +724,11 @@ def render_markdown(records, rows, plots, reference, skipped=()):
     lines += ["## Hosts", ""]
     lines += _md_table(["sweep", "host", "data", "facts and stack"], hosts_table(records))
     lines.append("")
+    checks = host_checks_table(records)
+    if checks:
+        lines += ["## Host checks", ""]
+        lines += _md_table(["sweep", "host", "check", "verdict", "evidence", "fix"], checks)
+        lines.append("")
     for text in settings_line(records):
         lines += ["Benchmark: " + text, ""]
     lines += ["## Comparison", ""]
@@ -859,6 +880,13 @@ def render_html(records, rows, plots, reference, skipped=()):
         cls = " class=\"sim\"" if data == "SIMULATED" else ""
         parts.append(f"<tr><td>{_h(sweep)}</td><td>{_h(host)}</td><td><span{cls}>{_h(data)}</span></td><td>{_h(facts)}</td></tr>")
     parts.append("</tbody></table>")
+    checks = host_checks_table(records)
+    if checks:
+        parts.append("<h2>Host checks</h2><table><thead><tr><th>sweep</th><th>host</th><th>check</th><th>verdict</th>"
+                     "<th>evidence</th><th>fix</th></tr></thead><tbody>")
+        for row in checks:
+            parts.append("<tr>" + "".join(f"<td>{_h(cell)}</td>" for cell in row) + "</tr>")
+        parts.append("</tbody></table>")
     for text in settings_line(records):
         parts.append(f"<p class=\"note\">Benchmark: {_h(text)}</p>")
     parts.append("<h2>Comparison</h2>")

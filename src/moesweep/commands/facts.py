@@ -190,6 +190,11 @@ def from_hosts(args) -> int:
         print(f"{host}: {facts.get('gpu_count')}x {', '.join(facts.get('gpu_models') or [])} ({facts.get('sm')}), "
               f"driver {facts.get('driver_version')}, interconnect {facts.get('interconnect')}, "
               f"virtualization {virt}, CUDA toolkit {toolkit}")
+        for check in facts.get("host_checks") or []:
+            line = f"  {check['verdict']:<4}  {check['name']}: {check['evidence']}"
+            if check["verdict"] != "ok" and check.get("fix"):
+                line += f"\n        fix: {check['fix']}"
+            print(line)
     return EXIT_OK
 
 

@@ -25,6 +25,12 @@ def register(sub) -> None:
         default="12.8,13.1",
         help="simulated toolkits under /usr/local/cuda-X.Y, comma separated; '' for none (default 12.8,13.1)",
     )
+    u.add_argument(
+        "--knob", action="append", default=[], metavar="NAME=VALUE",
+        help="put a host check in its failing state (repeatable): p2p_read=NS, pcie_width_current=8, "
+        "power_limit_w=300, persistence_mode=Disabled, shm_size_mb=64, memlock_kb=64, disk_size_mb=64",
+    )
+    u.add_argument("--driver-version", default=None, help="the simulated driver (default 570.172.08), e.g. 580.159.04")
     u.add_argument("--cluster", default="default", help="name of this set of hosts (default 'default')")
     u.add_argument(
         "--inventory",
@@ -63,6 +69,8 @@ def _up(args) -> int:
             cuda_toolkits=toolkits,
             cluster=args.cluster,
             inventory=args.inventory,
+            driver_version=args.driver_version,
+            knobs=args.knob,
             log=lambda m: print(m, file=sys.stderr),
         )
     except hosts.SimError as exc:

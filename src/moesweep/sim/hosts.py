@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from moesweep.sim import image, network, nspawn, state
+from moesweep.sim import image, network, nspawn, state, wheelhouse
 from moesweep.sim import inventory as _inventory
 from moesweep.sim.inventory import (
     SIM_COMMAND,
@@ -39,6 +39,7 @@ from moesweep.sim.model import (
     check_cluster_name,
     check_up_args,
     host_name,
+    parse_knobs,
 )
 from moesweep.sim.nspawn import check_prerequisites
 from moesweep.sim.state import load_hosts
@@ -74,6 +75,7 @@ def up(
     cluster: str = "default",
     inventory: Path | None = None,
     driver_version: str | None = None,
+    knobs: list[str] | dict | None = None,
     boot_timeout: float = 90,
     log=print,
 ) -> UpResult:
@@ -83,6 +85,7 @@ def up(
         gpu_count = 2 if gpu == "h200-x2" else 8
     toolkits = ["12.8", "13.1"] if cuda_toolkits is None else list(cuda_toolkits)
     check_up_args(n, gpu, gpu_count, sglang_version, toolkits)
+    knobs = parse_knobs(knobs)
     check_cluster_name(cluster)
     inventory = Path(inventory).absolute() if inventory else default_inventory_path(cluster)
     all_hosts = _live(log)
@@ -99,9 +102,12 @@ def up(
     }
     if mine:
         same = len(mine) == n and all(
-            all(getattr(h, k) == v for k, v in wanted.items()) for h in mine
+            all(getattr(h, k) == v for k, v in wanted.items()) and h.extra.get("knobs", {}) == knobs
+            and (driver_version is None or h.driver_version == driver_version) for h in mine
         )
         if same and all(nspawn.healthy(h) for h in mine):
+            _serve_wheelhouse(mine, log)
+            state.save_hosts(all_hosts)
             _inventory.write(inventory, mine, key)
             return UpResult(mine, inventory, time.monotonic() - t0, reused=True)
         log(f"cluster {cluster!r} runs a different set of hosts: replacing it")
@@ -118,6 +124,7 @@ def up(
             index=free[i],
             cluster=cluster,
             driver_version=driver_version or DEFAULT_DRIVER[gpu],
+            extra={"knobs": knobs} if knobs else {},
             **wanted,
         )
         for i in range(n)
@@ -150,11 +157,37 @@ def up(
             _stop(h)
         state.save_hosts(all_hosts)
         raise
+    _serve_wheelhouse(new, log)
+    state.save_hosts(all_hosts + new)
     _inventory.write(inventory, new, key)
     return UpResult(new, inventory, time.monotonic() - t0, reused=False)
 
 
+def _serve_wheelhouse(hosts: list[Host], log) -> None:
+    """Serve the test stack's wheelhouse on each host's gateway (what a real VM downloads from its mirror), so that
+    site.yml and sweep.yml provision the host with nothing but the inventory; a host keeps its running server."""
+    try:
+        wheelhouse.build(wheelhouse.sim_locks())
+    except (OSError, subprocess.SubprocessError, RuntimeError) as exc:
+        log(f"the test stack's wheelhouse could not be built ({exc}): provision these hosts with your own index "
+            "(-e sglang_env_index_url=...)")
+        return
+    for h in hosts:
+        if h.extra.get("wheelhouse_pid") and wheelhouse.answers(h.gateway):
+            continue
+        log_path = state.host_dir(h) / "wheelhouse.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            pid = wheelhouse.start_server(h.gateway, log_path)
+        except RuntimeError as exc:
+            log(str(exc))
+            continue
+        h.extra = dict(h.extra, wheelhouse_pid=pid or h.extra.get("wheelhouse_pid", 0),
+                       wheelhouse_url=f"http://{h.gateway}:{wheelhouse.PORT}")
+
+
 def _stop(h: Host) -> None:
+    wheelhouse.stop_server(int(h.extra.get("wheelhouse_pid") or 0))
     nspawn.stop(h)
     network.teardown(h)
 

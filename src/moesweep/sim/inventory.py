@@ -66,6 +66,13 @@ def inventory_data(hosts: list[Host], key: Path) -> dict:
             "moesweep_sim_gateway": h.gateway,
             "sglang_server_sglang_version": h.sglang_version,
         }
+        if h.extra.get("wheelhouse_url"):
+            # the test stack from the wheelhouse `sim up` serves on this host's gateway (an air-gapped VM's mirror)
+            members[h.name].update({
+                "sglang_env_stack": "test-cpu-sglang-0.5.9",
+                "sglang_env_index_url": h.extra["wheelhouse_url"] + "/simple/",
+                "sglang_env_trusted_hosts": [h.gateway],
+            })
     return {"all": {"children": {"gpu_hosts": {
         "hosts": members,
         "vars": {

@@ -16,6 +16,22 @@ GPU_MODELS = ("rtx-pro-6000", "h200", "h200-x2")
 DEFAULT_DRIVER = {"rtx-pro-6000": "570.172.08", "h200": "570.172.08", "h200-x2": "570.172.08"}
 SGLANG_VERSIONS = ("0.5.9", "0.5.23")
 
+# Host-check knobs (`moesweep sim up --knob NAME=VALUE`): each puts one host check of gpu_facts in its failing state
+# the way a real host shows it. The nvidia-smi ones are read by the simulated nvidia-smi from profile.json, the
+# /dev/shm and disk ones by sim-init at boot (mounts inside the host), memlock by systemd-nspawn (the container's
+# hard limit, without CAP_SYS_RESOURCE: an unprivileged container's systemd cannot raise a unit above it).
+KNOBS = {
+    "p2p_read": (str, ("OK", "NS", "CNS", "GNS", "TNS", "DR", "U"),
+                 "the code `nvidia-smi topo -p2p r` prints between pairs"),
+    "pcie_width_current": (int, (1, 2, 4, 8, 16), "current PCIe link width (the maximum stays the card's)"),
+    "pcie_gen_current": (int, (1, 2, 3, 4, 5), "current PCIe generation (the maximum stays the card's)"),
+    "power_limit_w": (float, None, "a user power cap in W (nvidia-smi -pl), below the card's default"),
+    "persistence_mode": (str, ("Enabled", "Disabled"), "persistence mode"),
+    "shm_size_mb": (int, None, "size of /dev/shm in MiB"),
+    "memlock_kb": (int, None, "the host's hard memlock limit in KiB (services cannot raise it)"),
+    "disk_size_mb": (int, None, "a disk of this many MiB mounted on /var/lib/sglang (the server's HOME)"),
+}
+
 # ASCII only: the name ends up in host names, machine names, cgroup and state paths.
 _CLUSTER_RE = re.compile(r"[A-Za-z0-9_-]{1,20}")
 _HOST_RE = re.compile(r"sim-[A-Za-z0-9_-]{1,20}-[0-9]{1,2}")
@@ -63,6 +79,7 @@ class Host:
 
     def profile(self) -> dict:
         return {
+            **self.extra.get("knobs", {}),
             "simulated": True,
             "gpu_model": self.gpu_model,
             "gpu_count": self.gpu_count,
@@ -98,6 +115,28 @@ def record_problem(h: Host) -> str | None:
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
             return f"{attr} {v!r} is not a process id"
     return None
+
+
+def parse_knobs(items: list[str] | dict | None) -> dict:
+    """``["p2p_read=NS", "shm_size_mb=64"]`` (or a dict) -> {"p2p_read": "NS", "shm_size_mb": 64}; SimError naming
+    the knob and its choices otherwise."""
+    pairs = items.items() if isinstance(items, dict) else [
+        (i.split("=", 1) if "=" in i else (i, None)) for i in (items or [])]
+    out = {}
+    for name, value in pairs:
+        if name not in KNOBS:
+            raise SimError(f"unknown --knob {name!r}: choose one of {', '.join(KNOBS)}")
+        kind, choices, what = KNOBS[name]
+        try:
+            typed = kind(value)
+        except (TypeError, ValueError):
+            raise SimError(f"--knob {name}={value!r}: expected a {kind.__name__} ({what})") from None
+        if choices and typed not in choices:
+            raise SimError(f"--knob {name}={value!r}: choose one of {', '.join(map(str, choices))} ({what})")
+        if kind in (int, float) and typed <= 0:
+            raise SimError(f"--knob {name}={value!r}: must be > 0 ({what})")
+        out[name] = typed
+    return out
 
 
 def check_up_args(n: int, gpu: str, gpu_count: int, sglang_version: str, toolkits: list[str]) -> None:

@@ -115,6 +115,15 @@ def remove_cgroups(h: Host) -> None:
 # ---------------------------------------------------------------- boot
 
 
+def memlock_args(knobs: dict) -> list[str]:
+    """The memlock knob: the container's hard limit, and no CAP_SYS_RESOURCE to raise it, as in an unprivileged
+    container (systemd then gives a unit asking for LimitMEMLOCK=infinity its own hard limit)."""
+    if not knobs.get("memlock_kb"):
+        return []
+    size = int(knobs["memlock_kb"]) * 1024
+    return [f"--rlimit=RLIMIT_MEMLOCK={size}", "--drop-capability=CAP_SYS_RESOURCE"]
+
+
 def start(h: Host, rootfs: Path, payload: Path) -> None:
     """Start systemd-nspawn for ``h`` in its (already created) network namespace."""
     hdir = state.host_dir(h)
@@ -147,6 +156,7 @@ def start(h: Host, rootfs: Path, payload: Path) -> None:
             "--console=read-only",
             f"--bind-ro={payload}:/opt/moesweep-sim",
             f"--bind-ro={etc}:/etc/moesweep-sim",
+            *memlock_args(h.extra.get("knobs", {})),
         ],
         stdin=subprocess.DEVNULL,
         stdout=log,

@@ -142,3 +142,25 @@ def test_device_list_and_noheader_csv_with_their_command_lines(capsys):
     assert [s["formats"] for s in f["sources"]] == [["list", "query-gpu"], ["table"]]
     assert f["gpu_count"] == 1 and f["gpus"][0]["compute_cap_source"] == "nvidia-smi"
     assert (f["gpus"][0]["name"], f["gpus"][0]["pci_bus_id"], f["sm"]) == ("NVIDIA H200", "00000000:00:06.0", "sm90")
+
+
+def test_facts_from_hosts_prints_each_host_check_and_the_fix_of_those_not_ok(monkeypatch, capsys):
+    import argparse
+
+    from moesweep import api
+    from moesweep.commands import facts as facts_cmd
+
+    found = {"gpu-1": {"gpu_count": 8, "gpu_models": ["NVIDIA RTX PRO 6000 Blackwell Server Edition"], "sm": "sm120",
+                       "driver_version": "570.172.08", "interconnect": "pcie-phb",
+                       "virtualization": {"kind": "vm"}, "cuda_toolkit": {"release": "12.8"},
+                       "host_checks": [
+                           {"name": "p2p", "verdict": "ok", "evidence": "P2P read OK between all 28 GPU pairs",
+                            "fix": "", "source": ""},
+                           {"name": "shm", "verdict": "warn", "evidence": "/dev/shm is 64 MiB", "fix": "enlarge it",
+                            "source": ""}]}}
+    monkeypatch.setattr(api, "gather_facts", lambda inventory, limit=None: found)
+    rc = facts_cmd.from_hosts(argparse.Namespace(inventory="inv.yml", limit=None, json=False))
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "  ok    p2p: P2P read OK between all 28 GPU pairs" in out
+    assert "  warn  shm: /dev/shm is 64 MiB\n        fix: enlarge it" in out

@@ -263,3 +263,14 @@ def test_intervals_draw_error_bars_and_the_table_says_ties(tmp_path, capsys, mon
     assert bars  # one per ok level with an interval
     md = (tmp_path / "out" / "report.md").read_text()
     assert "95 % CI, requests" in md and "40 req" in md and "Ties: " in md and "steady state, 95 % interval" not in md
+def test_host_checks_table_lists_each_hosts_checks_once_per_sweep():
+    records = report.load_sweeps([SIM])[0][1]
+    assert report.host_checks_table(records) == []  # recorded before the host checks existed
+    points = [r for r in records if r.get("kind") == "point"]
+    check = {"name": "shm", "verdict": "warn", "evidence": "/dev/shm is 64 MiB", "fix": "enlarge /dev/shm",
+             "source": "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"}
+    for r in points:
+        r["facts"] = dict(r.get("facts") or {}, host_checks=[check])
+    rows = report.host_checks_table(records)
+    hosts = {(r.get("sweep_id"), r.get("host")) for r in points}
+    assert len(rows) == len(hosts) and rows[0][2:] == ("shm", "warn", "/dev/shm is 64 MiB", "enlarge /dev/shm")

@@ -290,3 +290,26 @@ def test_firewall_rules_of_one_link_are_found_for_removal(net, monkeypatch):
     assert net._firewall_rules_of("msw-vh2") == [expected] == net._firewall_rules_of(None)
     assert net._firewall_rules_of("msw-vh3") == []
     assert net.forward_firewall() == "iptables"
+
+
+def test_knobs_are_checked_before_anything_boots():
+    from moesweep.sim import model
+
+    assert model.parse_knobs(["p2p_read=NS", "shm_size_mb=64", "power_limit_w=300"]) == {
+        "p2p_read": "NS", "shm_size_mb": 64, "power_limit_w": 300.0}
+    for bad, needle in (("nope=1", "unknown --knob 'nope'"), ("p2p_read=XX", "choose one of OK, NS"),
+                        ("memlock_kb=lots", "expected a int"), ("disk_size_mb=0", "must be > 0")):
+        with pytest.raises(model.SimError, match=needle):
+            model.parse_knobs([bad])
+
+
+def test_knobs_reach_the_profile_and_the_memlock_one_the_container():
+    from moesweep.sim import model, nspawn
+
+    h = model.Host(name="sim-gpu-1", index=1, cluster="default", gpu_model="rtx-pro-6000", gpu_count=2,
+                   sglang_version="0.5.9", cuda_toolkits=[], driver_version="570.172.08",
+                   extra={"knobs": {"p2p_read": "NS", "memlock_kb": 64}})
+    assert h.profile()["p2p_read"] == "NS" and h.profile()["gpu_count"] == 2
+    assert nspawn.memlock_args(h.extra["knobs"]) == ["--rlimit=RLIMIT_MEMLOCK=65536",
+                                                     "--drop-capability=CAP_SYS_RESOURCE"]
+    assert nspawn.memlock_args({}) == []

@@ -183,3 +183,26 @@ def test_driver_of_the_host_gates_the_0523_stack():
     assert "R580" in res["msg"]
     args["gpu_facts"] = dict(SM90_H200, driver_version="580.159.04", driver_cuda_version="13.0")
     assert not run_action(args).get("failed")
+def _host_facts(*checks):
+    from ansible_collections.moesweep.sweep.plugins.module_utils import host_checks as hc
+
+    return dict(SM120, host_checks=list(checks), host_check_summary=hc.summarise(checks))
+
+
+def test_host_check_fail_refuses_and_warn_is_a_caveat():
+    from ansible_collections.moesweep.sweep.plugins.module_utils import host_checks as hc
+
+    shm = hc.check_shm(64 << 20, 8)
+    driver = hc.check_driver("570.172.08", "12.8", "13.0")
+    args = {"backend": "triton", "sglang_version": "0.5.9", "flags": {"tp-size": 8}}
+    res = run_action(dict(args, gpu_facts=_host_facts(shm, driver)))
+    assert res["failed"] is True and res["verdict"] == "unsupported" and res["forced"] is False
+    assert "refused by the host checks, before anything restarted" in res["msg"]
+    assert "host check driver_cuda: driver 570.172.08" in res["msg"] and "R580" in res["msg"]
+    assert any(w.startswith("host check shm: /dev/shm is 64 MiB") for w in res["preflight_warnings"])
+    assert [c["name"] for c in res["host_checks"]] == ["shm", "driver_cuda"]
+    forced = run_action(dict(args, gpu_facts=_host_facts(shm, driver), force=True))
+    assert not forced.get("failed") and forced["forced"] is True and forced["msg"].startswith("FORCED")
+    warned = run_action(dict(args, gpu_facts=_host_facts(shm)))
+    assert not warned.get("failed") and any("/dev/shm" in w for w in warned["preflight_warnings"])
+    json.dumps(res)

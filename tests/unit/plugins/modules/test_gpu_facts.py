@@ -191,3 +191,36 @@ def test_driver_not_loaded_attaches_real_text(name):
 def test_nvidia_smi_path_must_be_executable(tmp_path):
     exc, _, _ = run_module({"nvidia_smi_path": str(tmp_path / "nope")}, H200_OUTPUTS, {})
     assert exc.type is FailJson and "nvidia_smi_path" in exc.value.args[0]["msg"]
+
+
+def test_host_checks_from_recorded_h200_outputs_and_a_capped_service_manager():
+    """The host checks gathered with the facts: the H200 recording's -q and topo -p2p r, a service manager whose
+    memlock is 64 KiB without CAP_SYS_RESOURCE (the role's unit asks for infinity and gets 64 KiB), a 64 MiB
+    /dev/shm is not read here (the test machine's is), and the R570 / CUDA 13 refusal from the stack's CUDA."""
+    one = FIX / "h200-x1-device"
+    outputs = dict(H200_OUTPUTS)
+    outputs["-q"] = (0, (one / "nvidia-smi-q.txt").read_text(), "")
+    outputs["topo"] = (0, (H200 / "topo-p2p-r.txt").read_text(), "")
+    reads = {
+        "/proc/1/limits": (FIXTURES_ROOT / "host_checks" / "proc-limits-memlock-64k-gc3pie.txt").read_text(),
+        "/proc/1/status": "Name:\tsystemd\nCapEff:\t000001fffeffffff\nCpus_allowed_list:\t0-31\n",
+        "/proc/cmdline": "BOOT_IMAGE=/vmlinuz ro",
+        "/proc/meminfo": "MemTotal:       2113253496 kB\n",
+    }
+    exc, calls, _env = run_module({"stack_cuda": "13.0", "unit": "sglang.service"}, outputs,
+                                  {"nvidia-smi": "/usr/bin/nvidia-smi"}, reads)
+    facts = exc.value.args[0]["ansible_facts"]["moesweep_gpu"]
+    checks = {c["name"]: c for c in facts["host_checks"]}
+    assert checks["driver_cuda"]["verdict"] == "ok"  # 580.159.04 runs CUDA 13.0
+    assert checks["p2p"]["verdict"] == "ok" and checks["pcie_link"]["verdict"] == "ok"
+    assert checks["limits"]["verdict"] == "warn" and "memlock 64 KiB" in checks["limits"]["evidence"]
+    assert any(line.startswith("host check limits:") for line in facts["host_check_summary"]["warn"])
+    assert ["/usr/bin/nvidia-smi", "-q"] in calls and ["/usr/bin/nvidia-smi", "topo", "-p2p", "r"] in calls
+    json.dumps(facts)
+
+
+def test_host_checks_off():
+    exc, calls, _env = run_module({"host_checks": False}, dict(H200_OUTPUTS), {"nvidia-smi": "/usr/bin/nvidia-smi"})
+    facts = exc.value.args[0]["ansible_facts"]["moesweep_gpu"]
+    assert facts["host_checks"] == [] and facts["host_check_summary"] == {"fail": [], "warn": []}
+    assert ["/usr/bin/nvidia-smi", "-q"] not in calls

@@ -1,0 +1,221 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: moesweep contributors
+# Apache License 2.0 (see LICENSE)
+
+DOCUMENTATION = r"""
+---
+module: model_stage
+short_description: Stage a Hugging Face model repository's server files in a local directory, verified
+description:
+  - Lists the repository's files at O(revision) with the C(huggingface_hub) of O(python) (the server venv's),
+    keeps the ones a server loads (config, tokenizer, custom code, the safetensors weights, else .bin / .pt),
+    refuses before any byte moves when they do not fit on the disk of O(local_dir) with O(reserve_bytes) to
+    spare, downloads what is missing with C(snapshot_download) (resumable), checks every file's size and the
+    sha256 of the LFS ones against the hub's list, fetches a mismatching file again once, and writes a record
+    of the verified stage in O(local_dir).
+  - A re-run with the revision staged and the files at their sizes downloads nothing (RV(changed) false).
+  - The token goes to the client in E(HF_TOKEN), never on a command line nor in the result.
+  - Check mode lists and decides, and changes nothing.
+version_added: 0.1.0
+author:
+  - moesweep contributors (!UNKNOWN)
+extends_documentation_fragment:
+  - moesweep.sweep.attributes
+options:
+  repo_id:
+    description: The hub repository, C(org/name).
+    type: str
+    required: true
+  revision:
+    description: Branch, tag or commit to stage; the commit it resolves to is what is recorded.
+    type: str
+    default: main
+  local_dir:
+    description: Directory the files go to (created); the server is pointed at it.
+    type: path
+    required: true
+  python:
+    description: Interpreter with C(huggingface_hub) installed (the server venv's C(bin/python)).
+    type: path
+    required: true
+  endpoint:
+    description: The hub's URL (E(HF_ENDPOINT)), e.g. an internal mirror; the client's default when unset.
+    type: str
+  token:
+    description: Hub token for gated or private repositories.
+    type: str
+  reserve_bytes:
+    description: Free space kept beside the model for the JIT caches when judging whether it fits.
+    type: int
+    default: 10737418240
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    support: full
+    platforms: posix
+notes:
+  - Decisions are C(plugins/module_utils/model_stage.py).
+"""
+
+EXAMPLES = r"""
+- name: Stage GLM-5-NVFP4 for the server
+  moesweep.sweep.model_stage:
+    repo_id: lukealonso/GLM-5-NVFP4
+    local_dir: /var/lib/sglang/models/GLM-5-NVFP4
+    python: /opt/moesweep/venvs/sglang/bin/python
+    token: "{{ sglang_server_hf_token }}"
+  register: staged
+"""
+
+RETURN = r"""
+repo_id: {description: The repository staged., returned: success, type: str, sample: lukealonso/GLM-5-NVFP4}
+revision: {description: The commit hash staged., returned: success, type: str, sample: 3f0c1e2a9b8d7c6e5f4a3b2c1d0e9f8a7b6c5d4e}
+local_path: {description: The directory holding the files., returned: success, type: str, sample: /var/lib/sglang/models/GLM-5-NVFP4}
+bytes: {description: Size of the staged files., returned: success, type: int, sample: 453000000000}
+files: {description: Number of staged files., returned: success, type: int, sample: 97}
+downloaded: {description: Whether anything was downloaded (false when the revision was staged and verified)., returned: success, type: bool, sample: false}
+refetched: {description: Files fetched again because their size or sha256 did not match the hub's., returned: success, type: list, elements: str, sample: []}
+"""
+
+import hashlib
+import json
+import os
+import shutil
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.moesweep.sweep.plugins.module_utils import model_stage as ms
+
+LIST = r"""
+import json, os, sys
+from huggingface_hub import HfApi
+info = HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None).model_info(sys.argv[1], revision=sys.argv[2],
+                                                                         files_metadata=True)
+print(json.dumps({"sha": info.sha, "files": [{"name": s.rfilename, "size": s.size,
+                                               "sha256": s.lfs.sha256 if s.lfs else None} for s in info.siblings]}))
+"""
+
+DOWNLOAD = r"""
+import json, os, sys
+from huggingface_hub import snapshot_download
+snapshot_download(sys.argv[1], revision=sys.argv[2], local_dir=sys.argv[3], allow_patterns=json.loads(sys.argv[4]),
+                  endpoint=os.environ.get("HF_ENDPOINT") or None)
+"""
+
+
+def _sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _sizes(local_dir, files):
+    out = {}
+    for f in files:
+        try:
+            out[f["name"]] = os.path.getsize(os.path.join(local_dir, f["name"]))
+        except OSError:
+            pass
+    return out
+
+
+def _free(path):
+    probe = path
+    while probe and not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    try:
+        st = os.statvfs(probe or "/")
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def _client(module, script, args, env):
+    rc, out, err = module.run_command([module.params["python"], "-c", script] + args, environ_update=env)
+    if rc != 0:
+        last = (err or out or "").strip().splitlines()
+        module.fail_json(msg="huggingface_hub failed for %s: %s" % (module.params["repo_id"],
+                                                                     last[-1] if last else "exit %d" % rc), rc=rc)
+    return out
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            repo_id=dict(type="str", required=True),
+            revision=dict(type="str", default="main"),
+            local_dir=dict(type="path", required=True),
+            python=dict(type="path", required=True),
+            endpoint=dict(type="str"),
+            token=dict(type="str", no_log=True),
+            reserve_bytes=dict(type="int", default=10 << 30),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    if not os.access(p["python"], os.X_OK):
+        module.fail_json(msg="python %s is not executable: point it at the server venv's bin/python (provision the "
+                         "host with site.yml first)" % p["python"])
+    env = {"HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+    if p["endpoint"]:
+        env["HF_ENDPOINT"] = p["endpoint"]
+    if p["token"]:
+        env["HF_TOKEN"] = p["token"]
+    listed = json.loads(_client(module, LIST, [p["repo_id"], p["revision"]], env).strip().splitlines()[-1])
+    files = ms.wanted(listed["files"])
+    local_dir = p["local_dir"]
+    result = dict(changed=False, repo_id=p["repo_id"], revision=listed["sha"], local_path=local_dir,
+                  bytes=sum(f["size"] for f in files), files=len(files), downloaded=False, refetched=[])
+    marker_path = os.path.join(local_dir, ms.MARKER)
+    try:
+        with open(marker_path) as handle:
+            marker = json.load(handle)
+    except (OSError, ValueError):
+        marker = None
+    if ms.already_staged(marker, p["repo_id"], listed["sha"], files, _sizes(local_dir, files)):
+        module.exit_json(**result)
+    problem = ms.space_problem(files, _sizes(local_dir, files), _free(local_dir), p["reserve_bytes"], local_dir)
+    if problem:
+        module.fail_json(msg="%s (%s at %s): %s" % (p["repo_id"], "staging refused", listed["sha"][:12], problem),
+                         **result)
+    result.update(changed=True, downloaded=True)
+    if module.check_mode:
+        module.exit_json(**result)
+    if not os.path.isdir(local_dir):
+        os.makedirs(local_dir, 0o755)
+    args = [p["repo_id"], listed["sha"], local_dir, json.dumps(ms.allow_patterns(files))]
+    _client(module, DOWNLOAD, args, env)
+    for attempt in (1, 2):
+        seen = {}
+        for f in files:
+            path = os.path.join(local_dir, f["name"])
+            if os.path.isfile(path):
+                seen[f["name"]] = (os.path.getsize(path), _sha256(path) if f.get("sha256") else None)
+        bad = ms.mismatches(files, seen)
+        if not bad:
+            break
+        if attempt == 2:
+            module.fail_json(msg="%s at %s: %s still differ from the hub after fetching them again: %s" % (
+                p["repo_id"], listed["sha"][:12], len(bad), "; ".join("%s (%s)" % b for b in bad)), **result)
+        for name, _why in bad:
+            result["refetched"].append(name)
+            for stale in (os.path.join(local_dir, name),):
+                if os.path.exists(stale):
+                    os.remove(stale)
+        # the client's own record of the file would make it skip the download: drop it with the file
+        shutil.rmtree(os.path.join(local_dir, ".cache", "huggingface", "download"), ignore_errors=True)
+        _client(module, DOWNLOAD, args, env)
+    tmp = marker_path + ".tmp"
+    with open(tmp, "w") as handle:
+        json.dump(ms.record(p["repo_id"], listed["sha"], local_dir, files), handle, indent=1, sort_keys=True)
+    os.replace(tmp, marker_path)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
