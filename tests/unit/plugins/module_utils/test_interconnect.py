@@ -159,6 +159,18 @@ def test_one_rank_all_reduces_nothing():
     assert est["share"] == 0.0 and "TP 1" in est["skipped"]
 
 
+def test_the_measuring_program_on_a_real_h100_at_world_size_one():
+    """The role's program through interconnect_facts on a real H100 (SOURCES.md): its table parses as nccl-tests',
+    one rank's busbw is 0 by the definition, and the time is the launch floor at every size (~20-25 us)."""
+    t = table("h100-x1-device-moesweep-allreduce-perf.txt")
+    assert t["ranks"] == 1 and t["nccl_version"] == "2.28.9+cuda13.0" and len(t["rows"]) == 17
+    assert [r["size"] for r in t["rows"]] == [4096 << i for i in range(17)]
+    assert all(r["busbw_gbs"] == 0.0 and 20.0 < r["time_us"] < 26.0 for r in t["rows"])
+    assert not ic.check_busbw(t)
+    assert 20.0 < ic.latency_us(t["rows"], ic.decode_message_bytes(6144, 64)) < 26.0
+    assert "TP 1" in ic.estimate(t, GLM5, 64, 20.0, 1)["skipped"]
+
+
 def test_model_dims_from_a_config_and_a_multimodal_text_config():
     assert ic.model_dims({"model_type": "glm_moe_dsa", "num_hidden_layers": 78, "hidden_size": 6144}) == GLM5
     nested = {"model_type": "llava", "text_config": {"num_hidden_layers": 32, "hidden_size": 4096}}
