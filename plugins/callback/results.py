@@ -126,8 +126,8 @@ def append_record(points_path, record):
             existing = fh.read()
     except (IOError, OSError):
         existing = b""
-    if existing and not existing.endswith(b"\n"):
-        existing = existing[:existing.rfind(b"\n") + 1]  # a torn line from an older writer: drop it
+    # a torn last line (an older writer's crash) is dropped; a whole one without its newline is kept
+    existing = b"".join(raw + b"\n" for raw in records.whole_lines(existing))
     line = json.dumps(record, sort_keys=True, default=str).encode("utf-8") + b"\n"
     atomic_write(points_path, existing + line)
 

@@ -168,18 +168,27 @@ def config_hash(launch_hash, bench_settings, lock_sha256):
 # ------------------------------------------------------------------------------------------------ reading
 
 
+def whole_lines(data):
+    """The lines of a points.jsonl's bytes that hold a whole record: a last line without its newline counts when it
+    parses (a file edited by hand, or cut right after its closing brace), and is dropped only when torn mid-record."""
+    lines = data.split(b"\n")
+    if lines and lines[-1] != b"":
+        try:
+            json.loads(lines[-1].decode("utf-8"))
+        except ValueError:
+            lines = lines[:-1]  # torn mid-record: a crash during an older writer's append
+    return [line for line in lines if line.strip()]
+
+
 def read_points(path):
-    """The records of a points.jsonl (a last line without newline, a crash mid-append, is skipped)."""
+    """The records of a points.jsonl (a torn last line, a crash mid-append, is skipped; a whole one is read)."""
     try:
         with open(path, "rb") as fh:
             data = fh.read()
     except (IOError, OSError):
         return []
     out = []
-    lines = data.split(b"\n")
-    if lines and lines[-1] != b"":
-        lines = lines[:-1]  # torn last line
-    for raw in lines:
+    for raw in whole_lines(data):
         raw = raw.strip()
         if not raw:
             continue

@@ -130,3 +130,12 @@ def test_an_interconnect_measurement_goes_to_its_own_file(cb, tmp_path):
     path = os.path.join(sweep["dir"], records.INTERCONNECT_FILE)
     assert records.read_interconnect(path) == [record]
     assert records.read_points(os.path.join(sweep["dir"], records.POINTS_FILE)) == []
+
+
+def test_append_keeps_a_whole_last_record_without_newline(tmp_path):
+    """Only a torn line is dropped: a last record that parses is kept, its newline added (#37 item 6)."""
+    path = tmp_path / "d" / "points.jsonl"
+    path.parent.mkdir()
+    path.write_bytes(b'{"a": 1}\n{"b": 2}')
+    results.append_record(str(path), {"c": 3})
+    assert path.read_bytes() == b'{"a": 1}\n{"b": 2}\n{"c": 3}\n'
