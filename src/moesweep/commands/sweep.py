@@ -41,6 +41,9 @@ def register(sub) -> None:
     p.add_argument("-e", "--extra-var", action="append", default=[], metavar="KEY=VALUE|@FILE",
                    help="extra variable for every point, as ansible-playbook -e (repeatable; @FILE reads a YAML/JSON "
                         "vars file, the way to pass secrets such as sglang_server_hf_token)")
+    p.add_argument("--break-lock", default=None, metavar="ID",
+                   help="break the host's sweep lock held by ID (the id a busy lock's message names) when that sweep "
+                        "is dead: only that lock, never one taken since")
     p.add_argument("--vault-password-file", default=None, help="password file for vaulted vars files")
     p.add_argument("--json", action="store_true", help="print the result as JSON (no live display)")
     p.add_argument("--no-progress", action="store_true", help="no live display, one line per event")
@@ -198,6 +201,8 @@ def run(args) -> int:
     try:
         backends = parse_backends(args.backends)
         extra, files = parse_extra(args.extra_var)
+        if args.break_lock:
+            extra["sweep_lock_break"] = args.break_lock
         for clash in ("backend", "backends"):
             if clash in extra:
                 raise BadInput(f"-e {clash}=... beside --backends: give the backends with --backends only")
