@@ -42,7 +42,7 @@ options:
     required: true
   break_id:
     description:
-      - Take the lock when, and only when, the lock held now has this C(id) (the one the busy message names): the
+      - Take the lock when, and only when, the lock held now has this C(id) (the one the busy message names) - the
         explicit way to clear a lock left by a sweep whose controller is gone. A lock taken since by another sweep
         has another id and is not broken.
     type: str
