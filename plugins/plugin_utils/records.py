@@ -199,6 +199,55 @@ def read_points(path):
     return out
 
 
+UNWRITTEN_ENV = "MOESWEEP_UNWRITTEN_DIR"
+
+
+def unwritten_dir(sweep_id, environ=None):
+    """Where this controller keeps the records of ``sweep_id`` that could not reach its points.jsonl (a results
+    directory that turned read-only, a full disk, one that could not be created): ``$MOESWEEP_UNWRITTEN_DIR``, else
+    ``$XDG_STATE_HOME/moesweep/unwritten`` (XDG Base Directory Specification: state that outlives a run), else
+    ``~/.local/state/moesweep/unwritten``; one directory per sweep id. The next run of the sweep that can write its
+    results puts them into points.jsonl; until then the sweep's checks (resume, restore, the run's end) read them."""
+    environ = os.environ if environ is None else environ
+    base = environ.get(UNWRITTEN_ENV)
+    if not base:
+        state = environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+        base = os.path.join(state, "moesweep", "unwritten")
+    return os.path.join(base, str(sweep_id))
+
+
+def kept_records(sweep_id, environ=None):
+    """[(path, record)] of the records of ``sweep_id`` kept by ``unwritten_dir``, in the order they were kept."""
+    directory = unwritten_dir(sweep_id, environ)
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.endswith(".json"))
+    except (IOError, OSError):
+        return []
+    out = []
+    for name in names:
+        path = os.path.join(directory, name)
+        try:
+            with open(path) as fh:
+                out.append((path, json.load(fh)))
+        except (IOError, OSError, ValueError):
+            continue
+    return out
+
+
+def all_records(points_path, sweep_id):
+    """The sweep's records: points.jsonl's, then the ones kept aside because they could not be written there. Every
+    decision of a sweep (resume, the restore) reads these, so a record that could not be written still counts."""
+    return read_points(points_path) + [rec for _, rec in kept_records(sweep_id)]
+
+
+def resumed_record(found):
+    """The record a skipped point stands on, written again as its latest (``resumed``: when): the summary, the
+    restore and the exit status then see the configuration this run asked for, not a later record of another one."""
+    record = dict(found)
+    record["resumed"] = now_iso()
+    return record
+
+
 def passing_record(records, host, config):
     """The last passing record of that host with that configuration hash, or None."""
     found = None

@@ -107,19 +107,40 @@ def test_append_drops_a_torn_line_and_never_tears(tmp_path):
     assert path.read_bytes() == b'{"a": 1}\n{"c": 3}\n'
 
 
-def test_a_write_that_fails_is_an_error_naming_the_record(cb, tmp_path):
-    """Even root cannot write into a path whose directory is a file: the error names the record and where."""
+def test_a_write_that_fails_is_an_error_naming_the_record(cb, tmp_path, monkeypatch):
+    """Even root cannot write into a path whose directory is a file: the error names the record and where it is kept
+    (the sweep's directory of kept records, 0700 / 0600); the callback does not raise (ansible would only warn), and
+    the next run that can write puts the record into points.jsonl (#37 item 1)."""
+    monkeypatch.setenv(records.UNWRITTEN_ENV, str(tmp_path / "kept"))
     sweep = plan(tmp_path)
     os.makedirs(os.path.dirname(sweep["dir"]))
     with open(sweep["dir"], "w") as fh:
         fh.write("not a directory")
-    with pytest.raises(OSError):
-        cb.v2_runner_on_ok(make_result({"moesweep_sweep": sweep, "moesweep_event": "record",
-                                        "moesweep_record": {"host": "h1", "point": "a", "status": "passed"}}))
+    cb.v2_runner_on_ok(make_result({"moesweep_sweep": sweep, "moesweep_event": "record",
+                                    "moesweep_record": {"sweep_id": "s1", "host": "h1", "point": "a",
+                                                        "kind": "point", "status": "passed"}}))
     assert cb.write_errors and sweep["dir"] in cb.write_errors[0]
     kept = [line.split("kept ", 1)[1] for line in cb._display.lines if "kept " in line]
-    assert kept and json.loads(open(kept[0]).read())["point"] == "a"
+    assert kept and kept[0].startswith(str(tmp_path / "kept" / "s1")), kept
+    assert json.loads(open(kept[0]).read())["point"] == "a"
     assert stat.S_IMODE(os.stat(kept[0]).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(os.path.dirname(kept[0])).st_mode) == 0o700
+    assert [r["point"] for _, r in records.kept_records("s1")] == ["a"]
+    # the directory is fixed; the next run of the sweep writes the kept record first
+    os.unlink(sweep["dir"])
+    fresh = results.CallbackModule(display=Display())
+    fresh.get_option = lambda name: True
+    fresh.v2_runner_on_ok(make_result({"moesweep_sweep": sweep, "changed": False}))
+    assert [r["point"] for r in records.read_points(os.path.join(sweep["dir"], "points.jsonl"))] == ["a"]
+    assert records.kept_records("s1") == []
+
+
+def test_a_skipped_point_writes_its_record_again(cb, tmp_path):
+    sweep = plan(tmp_path)
+    rec = {"sweep_id": "s1", "kind": "point", "host": "h1", "point": "a", "status": "passed", "resumed": "t"}
+    cb.v2_runner_on_ok(make_result({"moesweep_sweep": sweep, "moesweep_event": "resume", "skip": True, "point": "a",
+                                    "moesweep_record": rec, "msg": "skipped"}))
+    assert records.read_points(os.path.join(sweep["dir"], "points.jsonl")) == [rec]
 
 
 def test_an_interconnect_measurement_goes_to_its_own_file(cb, tmp_path):
