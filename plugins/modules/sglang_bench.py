@@ -358,6 +358,39 @@ def _read(path):
         return fh.read()
 
 
+def _write_text(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def private_dir(path):
+    """Create ``path`` 0700 (its missing parents too) and make what an earlier run left there private: a benchmark's
+    files name the model, the prompts and answers, and bench_serving's raw output held the server's settings. This
+    module's umask (0077) makes every file it and its client write 0600."""
+    missing = []
+    probe = os.path.abspath(path)
+    while not os.path.isdir(probe):
+        missing.append(probe)
+        probe = os.path.dirname(probe)
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, 0o700)
+        except FileExistsError:
+            pass
+    os.chmod(path, 0o700)
+    for root, dirs, names in os.walk(path):
+        for name in dirs:
+            os.chmod(os.path.join(root, name), 0o700)
+        for name in names:
+            full = os.path.join(root, name)
+            if not os.path.islink(full):
+                os.chmod(full, 0o600)
+
+
 def _write_json(path, data):
     tmp = path + ".tmp"
     with open(tmp, "w") as fh:
@@ -705,6 +738,7 @@ def main():
         supports_check_mode=False,
     )
     p = module.params
+    os.umask(0o077)  # every file of the benchmark (this module's, the client's, the sampler's) is 0600
     started = time.monotonic()
     empty = dict(state="error", levels=[], tokenizer={}, sampler={}, model=None, overhead_s_per_level=None,
                  crash={}, elapsed=0.0, gated_s=0.0)
@@ -760,7 +794,7 @@ def main():
     host = "[%s]" % p["host"] if ":" in p["host"] and not p["host"].startswith("[") else p["host"]
     base = "http://%s:%d" % (host, p["port"])
     try:
-        os.makedirs(p["output_dir"], exist_ok=True)
+        private_dir(p["output_dir"])
     except OSError as exc:
         fail("sglang_bench: cannot create output_dir %s: %s" % (p["output_dir"], exc))
     # ---- one benchmark in this directory: one that an interrupted controller left running is stopped first
@@ -947,7 +981,10 @@ def main():
             level["stats"] = bst.level_stats(rounds, c, p["precision"])
             level["stats"]["sized"] = bool(lv.get("sized"))
             level["stats"]["ended_by"] = sizing_end(lv, level["stats"])
-            _write_json(files["result"], dict(bs.trim_record(record), rounds=level["rounds"]))
+            known = [p["api_key"]] if p["api_key"] else []
+            _write_json(files["result"], dict(bs.trim_record(record, known), rounds=level["rounds"]))
+            # the raw output holds the server's API key (server_info): redacted on the host as well
+            _write_text(files["jsonl"], bs.redact_lines(_read(files["jsonl"]), known))
         else:
             level["errors"] = [{"error": e, "count": 1} for e in (bs.stdout_errors(log) or
                                                                   [outcome.get("error") or "no result line"])]

@@ -181,6 +181,7 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    os.umask(0o077)  # what it writes into the benchmark's output directory (the stop and seen files) is 0600
 
     def fail(msg, finished=True, progress=None, stop_requested=False):
         module.fail_json(msg="sglang_bench_wait: %s" % msg, finished=finished, progress=progress,

@@ -138,3 +138,20 @@ def test_only_levels_that_passed_are_kept_for_a_resumed_run(tmp_path):
 def test_a_bad_input_failure_leaves_the_output_dir_untouched(bench, tmp_path):
     kind, r = bench(concurrency=[])
     assert kind == "fail" and not (tmp_path / "out").exists()
+
+
+def test_the_output_dir_and_what_an_earlier_run_left_are_private(tmp_path):
+    """Files under /var/lib/moesweep/runs/ are 0600 in 0700 directories, readable by no other user (#37 item 2)."""
+    import stat
+
+    old = tmp_path / "runs" / "s1" / "triton" / "abc"
+    old.mkdir(parents=True)
+    (old / "c8.bench.jsonl").write_text("{}\n")
+    (old / "c8.bench.jsonl").chmod(0o644)
+    target = tmp_path / "runs" / "s1" / "triton" / "abc"
+    sglang_bench.private_dir(str(target))
+    sglang_bench.private_dir(str(tmp_path / "fresh" / "a" / "b"))
+    assert stat.S_IMODE((target / "c8.bench.jsonl").stat().st_mode) == 0o600
+    assert stat.S_IMODE(target.stat().st_mode) == 0o700
+    for d in (tmp_path / "fresh", tmp_path / "fresh" / "a", tmp_path / "fresh" / "a" / "b"):
+        assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
