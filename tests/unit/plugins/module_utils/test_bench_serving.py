@@ -229,12 +229,12 @@ def test_the_server_info_of_a_result_never_keeps_the_api_key():
     key = "my-plain-server-key-42"  # no credential-looking shape: only its name and its value give it away
     line = {"completed": 8, "output_throughput": 10.0, "server_info": {"api_key": key, "admin_api_key": key,
                                                                         "tp_size": 8, "moe_runner_backend": "triton"},
-            "note": "curl -H 'Authorization: Bearer %s'" % key}
+            "note": f"curl -H 'Authorization: Bearer {key}'"}
     kept = bs.trim_record(line, known=[key])
     assert key not in json.dumps(kept)
     assert kept["server_info"]["api_key"] == "<redacted>" and kept["server_info"]["tp_size"] == 8
     assert kept["output_throughput"] == 10.0
-    raw = json.dumps(line) + "\nTraceback: key was %s\n" % key
+    raw = json.dumps(line) + f"\nTraceback: key was {key}\n"
     scrubbed = bs.redact_lines(raw, known=[key])
     assert key not in scrubbed and json.loads(scrubbed.splitlines()[0])["completed"] == 8
     # without the key's value, its name alone is enough
