@@ -323,6 +323,8 @@ class CallbackModule(CallbackBase):
         mdir = os.path.join(sweep_dir, records.INFLIGHT_DIR)
         if not os.path.isdir(mdir):
             return
+        ended = {(r.get("host"), r.get("point"), r.get("started"))
+                 for r in records.read_points(os.path.join(sweep_dir, records.POINTS_FILE)) if r.get("kind") == "point"}
         for name in sorted(os.listdir(mdir)):
             path = os.path.join(mdir, name)
             try:
@@ -330,6 +332,9 @@ class CallbackModule(CallbackBase):
                     state = json.load(fh)
             except (IOError, OSError, ValueError):
                 self._drop_marker(path)
+                continue
+            if (state.get("host"), state.get("point"), state.get("started")) in ended:
+                self._drop_marker(path)  # its record exists (the marker outlived a directory gone read-only)
                 continue
             self._write_record(sweep_dir, self._interrupted_record(
                 sweep, state.get("host"), state.get("point"), state.get("started"),

@@ -135,6 +135,20 @@ def test_a_write_that_fails_is_an_error_naming_the_record(cb, tmp_path, monkeypa
     assert records.kept_records("s1") == []
 
 
+def test_a_marker_whose_point_was_recorded_is_no_interrupted_point(cb, tmp_path):
+    """The marker could not be removed (the directory went read-only) though the point's record was kept: the next
+    run does not add a false interrupted record of that point."""
+    sweep = plan(tmp_path)
+    marker = tmp_path / "results" / "s1" / records.INFLIGHT_DIR / "h1__a.json"
+    marker.parent.mkdir(parents=True)
+    marker.write_text(json.dumps({"host": "h1", "point": "a", "started": "t0"}))
+    (tmp_path / "results" / "s1" / "points.jsonl").write_text(json.dumps(
+        {"kind": "point", "host": "h1", "point": "a", "started": "t0", "status": "passed"}) + "\n")
+    cb.v2_runner_on_ok(make_result({"moesweep_sweep": sweep, "changed": False}))
+    assert [r["status"] for r in records.read_points(os.path.join(sweep["dir"], "points.jsonl"))] == ["passed"]
+    assert not marker.exists()
+
+
 def test_a_skipped_point_writes_its_record_again(cb, tmp_path):
     sweep = plan(tmp_path)
     rec = {"sweep_id": "s1", "kind": "point", "host": "h1", "point": "a", "status": "passed", "resumed": "t"}
