@@ -304,7 +304,10 @@ class ActionModule(ActionBase):
             stop, stop_reason = False, "the stop was not accepted: %s" % stop_error
         base.update(moesweep_event="record", moesweep_record=record, stop_server=stop, stop_reason=stop_reason,
                     changed=stop,
-                    artifacts={name: art.get("content") or "" for name, art in artifacts.items()},
+                    # the host redacted secret names and credential-looking strings; the known secret values of
+                    # this host's variables (an API key of any shape) go here, before any output or file holds them
+                    artifacts={name: secrets.redact_text(art.get("content") or "", ctx["known_secrets"])
+                               for name, art in artifacts.items()},
                     msg="%s %s: %s%s" % (host, a["point"], record["status"],
                                          " (%s)" % record["cause"] if record.get("cause") else ""))
         if base.get("moesweep_unwritable"):

@@ -168,3 +168,21 @@ def test_a_kept_record_is_read_where_it_was_kept(tmp_path, kept_dir):
     assert records.unwritten_dir("s1", {"HOME": "/home/u", "XDG_STATE_HOME": "/st"}) == "/st/moesweep/unwritten/s1"
     assert records.unwritten_dir("s1", {}) == os.path.join(os.path.expanduser("~"), ".local", "state", "moesweep",
                                                            "unwritten", "s1")
+
+
+def test_artifacts_never_carry_a_known_secret(tmp_path):
+    """An API key of no particular shape, in an artifact the host read (bench_serving's server_info in a level's
+    result): redacted before the result reaches any output (-vvv) or file (#37 item 2)."""
+    key = "plain-key-of-no-shape-77"
+    task = mock.MagicMock()
+    task.args = {"state": "point", "sweep": sweep(tmp_path, points=["a"], restore="none"), "point": "a",
+                 "files": {"c8.result.json": "/var/lib/moesweep/runs/s1/a/x/c8.result.json"}}
+    task.check_mode = False
+    plugin = action.ActionModule(task, mock.MagicMock(), mock.MagicMock(), loader=None, templar=None,
+                                 shared_loader_obj=None)
+    content = json.dumps({"server_info": {"api_key": key}, "note": key})
+    with mock.patch.object(action.ActionBase, "run", return_value={}), \
+            mock.patch.object(plugin, "_execute_module", return_value={"artifacts": {"c8.result.json": {
+                "content": content}}}):
+        res = plugin.run(task_vars={"inventory_hostname": "h1", "sglang_server_api_key": key})
+    assert key not in json.dumps(res) and "c8.result.json" in res["artifacts"]
