@@ -557,6 +557,21 @@ def level_files(output_dir, concurrency):
             "result": stem + ".result.json", "telemetry_csv": stem + ".telemetry.csv"}
 
 
+def level_at_end(concurrency, num_prompts, parsed, error=None):
+    """A level's entry the moment it ends, from its result line alone (``bs.parse_result``): written as its summary
+    at once, so a level that finished is kept even when this job never gets to its end (the controller was killed
+    and the next run's job stops this one; ``passed_levels``). The job's end replaces it with the full entry
+    (telemetry, diagnosis); until then ``provisional`` says it has only bench_serving's figures."""
+    entry = {"concurrency": concurrency, "num_prompts": num_prompts, "reused": False, "ok": False, "figures": {},
+             "errors": [], "completed": None, "failed": None, "provisional": True}
+    entry.update({k: v for k, v in (parsed or {}).items() if k in ("figures", "args", "completed", "failed",
+                                                                      "errors", "ok")})
+    if error:
+        entry["ok"] = False
+        entry["errors"] = [{"error": error, "count": 1}] + list(entry["errors"])
+    return entry
+
+
 def passed_levels(output_dir, levels):
     """The levels an earlier run in ``output_dir`` passed ({concurrency: its summary}): kept, not run again. A
     failed level runs again, and so does one whose files are incomplete."""
@@ -892,6 +907,11 @@ def main():
                 record = bs.last_json_line(_read(lv["files"]["jsonl"]))
             parsed = bs.parse_result(record, lv["num_prompts"]) if record is not None and lv else {}
             ok = bool(parsed.get("ok")) and not event.get("error")
+            if lv and ok:
+                try:
+                    _write_json(lv["files"]["summary"], level_at_end(concurrency, lv["num_prompts"], parsed))
+                except (IOError, OSError):
+                    pass  # the job's end writes it (or the level runs again)
             last_end[0] = event.get("t") or last_end[0]
             tell(concurrency, "done" if ok else "failed", t_end=event.get("t"), ok=ok,
                  figures=bench_progress.brief(parsed.get("figures")), error=event.get("error"))

@@ -155,3 +155,18 @@ def test_the_output_dir_and_what_an_earlier_run_left_are_private(tmp_path):
     assert stat.S_IMODE(target.stat().st_mode) == 0o700
     for d in (tmp_path / "fresh", tmp_path / "fresh" / "a", tmp_path / "fresh" / "a" / "b"):
         assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
+
+
+def test_a_level_that_ended_is_kept_though_its_job_never_ended(tmp_path):
+    """#37: a killed controller, the next run's job stops this one before its end: the levels that finished are
+    kept (their summary is written as each ends), not measured again."""
+    import json
+
+    parsed = {"ok": True, "figures": {"output_throughput": 210.5}, "completed": 40, "failed": 0, "errors": []}
+    files = sglang_bench.level_files(str(tmp_path), 8)
+    open(files["jsonl"], "w").write("{}\n")
+    open(files["summary"], "w").write(json.dumps(sglang_bench.level_at_end(8, 40, parsed)))
+    kept = sglang_bench.passed_levels(str(tmp_path), [(8, 40), (64, 320)])
+    assert kept[8]["figures"]["output_throughput"] == 210.5 and kept[8]["provisional"] and kept[8]["reused"]
+    assert 64 not in kept
+    assert sglang_bench.level_at_end(8, 40, parsed, error="timed out")["ok"] is False
