@@ -56,6 +56,16 @@ class BenchInputError(ValueError):
     """Bad benchmark settings: the message names the setting and the fix."""
 
 
+def prompt_counts(num_prompts):
+    """The roles' ``num_prompts`` list as ``plan_levels`` takes it: [] -> None (computed per level), [N] -> N for
+    every level, [a, b, ...] -> one per level."""
+    if not num_prompts:
+        return None
+    if isinstance(num_prompts, (list, tuple)) and len(num_prompts) == 1:
+        return num_prompts[0]
+    return num_prompts
+
+
 def plan_levels(concurrency, num_prompts=None, prompts_per_concurrency=5, min_prompts=16):
     """[(concurrency, num_prompts)] per level. ``num_prompts``: one int for every level, a list (one per
     level) or None (``max(prompts_per_concurrency * c, min_prompts)``)."""

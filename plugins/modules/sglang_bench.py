@@ -766,8 +766,7 @@ def main():
 
     # ---- bad input, before any request
     try:
-        counts = p["num_prompts"]
-        counts = None if not counts else (counts[0] if len(counts) == 1 else counts)
+        counts = bs.prompt_counts(p["num_prompts"])
         sized = p["precision"] > 0 and counts is None
         if sized:  # each level's first round is its pilot; the rounds after it are sized from what it gave
             bs.plan_levels(p["concurrency"], None)  # the same checks of the levels
