@@ -171,6 +171,14 @@ options:
         the server's start too.
     type: float
     default: 600
+  controller_timeout:
+    description:
+      - Seconds without a M(moesweep.sweep.sglang_bench_wait) call (each one touches C(controller.alive) in
+        O(output_dir)), once the gate opened, after which the job stops its client and ends - the controller that
+        followed it is gone (a double Ctrl-C, a cancel through the API, a killed controller), so nobody would read it.
+        The levels that ended are kept for the next run. V(0) never stops it.
+    type: float
+    default: 0
   telemetry:
     description: Sample GPU telemetry during the levels.
     type: bool
@@ -539,6 +547,7 @@ def stop_driver(proc):
 
 
 STOPPED_ERROR = "not run: the sweep was asked to stop after the level before"
+GONE_ERROR = "stopped: the controller stopped following the benchmark (no sglang_bench_wait call for %s s)"
 STOPPED_BEFORE_ERROR = "not run: the sweep was asked to stop before the benchmark began"
 
 
@@ -666,6 +675,17 @@ def run_levels(module, p, plan_levels, env, driver=None, on_level=None, on_round
                         done = True
             if done:
                 break  # every level ran: the caller takes the sampler's last sample, then stops the driver
+            if bench_progress.controller_gone(p["output_dir"], p.get("controller_timeout"), time.time()):
+                # nobody follows the job any more (a double Ctrl-C, an API cancel, a killed controller): it stops
+                # rather than load the server unseen; the levels that ended keep their summaries (level_at_end)
+                proc.kill()
+                proc.wait()
+                for lv in pending:
+                    outcomes.setdefault(lv["concurrency"], {"t_start": None})
+                    outcomes[lv["concurrency"]].update(rc=None, t_end=time.time(), stopped=True,
+                                                       not_run=lv["concurrency"] != current, error=GONE_ERROR
+                                                       % p["controller_timeout"])
+                return outcomes, None
             if current is not None and time.monotonic() - level_started > p["level_timeout"]:
                 proc.kill()
                 timed_out = True
@@ -739,6 +759,7 @@ def main():
             rerun=dict(type="bool", default=False),
             gated=dict(type="bool", default=False),
             gate_timeout=dict(type="float", default=600.0),
+            controller_timeout=dict(type="float", default=0.0),
             job_key=dict(type="str", no_log=False),
             telemetry=dict(type="bool", default=True),
             telemetry_interval_ms=dict(type="int", default=250),
@@ -819,7 +840,7 @@ def main():
         fail("sglang_bench: %s: stop it, or choose another output_dir" % exc)
     reused = {} if p["rerun"] else passed_levels(p["output_dir"], levels)
     progress_path = os.path.join(p["output_dir"], bench_progress.PROGRESS_FILE)
-    for name in (bench_progress.STOP_FILE, bench_progress.GO_FILE):
+    for name in (bench_progress.STOP_FILE, bench_progress.GO_FILE, bench_progress.HEARTBEAT_FILE):
         try:
             os.unlink(os.path.join(p["output_dir"], name))  # a request to an earlier run (before its progress below)
         except OSError:
