@@ -166,8 +166,10 @@ class ActionModule(ActionBase):
                             "%s not run; the restore still runs, on every record" % (
                                 sweep["dir"], os.path.dirname(kept[0][0]), a["point"]))
                 return base
+            # simulated: the records the callback writes itself for this point (interrupted, unreachable) say so too
             base.update(moesweep_event="point_started", point=a["point"], started=records.now_iso(),
-                        started_at=time.time(), stopped=False, msg="point %s started" % a["point"])
+                        started_at=time.time(), stopped=False, simulated=bool(task_vars.get("moesweep_simulated")),
+                        msg="point %s started" % a["point"])
             return base
         if a["state"] == "stop_check":
             if os.path.exists(stop_file):

@@ -228,10 +228,10 @@ class CallbackModule(CallbackBase):
         except (IOError, OSError):
             return None
 
-    def _interrupted_record(self, sweep, host, point, started, status="interrupted", msg=None):
+    def _interrupted_record(self, sweep, host, point, started, status="interrupted", msg=None, simulated=None):
         return {
             "schema": records.SCHEMA, "kind": "point", "sweep_id": sweep.get("sweep_id"), "host": host,
-            "point": point, "backend": None, "status": status, "cause": None, "simulated": None,
+            "point": point, "backend": None, "status": status, "cause": None, "simulated": simulated,
             "config_hash": None, "started": started, "finished": records.now_iso(), "seconds": None,
             "failed_task": None, "failed_msg": msg or ("the run stopped during this point (%s)" % status),
             "artifacts": [],
@@ -255,7 +255,7 @@ class CallbackModule(CallbackBase):
         if event == "point_started":
             marker = self._marker(sweep_dir, host, res.get("point"))
             state = {"sweep_id": sweep.get("sweep_id"), "host": host, "point": res.get("point"),
-                     "started": res.get("started")}
+                     "started": res.get("started"), "simulated": res.get("simulated")}
             try:
                 atomic_write(marker, json.dumps(state).encode())
             except (IOError, OSError) as exc:
@@ -293,7 +293,8 @@ class CallbackModule(CallbackBase):
         if current:
             msg = (_result_dict(result).get("msg") or "host unreachable")
             self._write_record(current["sweep"]["dir"], self._interrupted_record(
-                current["sweep"], host, current["point"], current["started"], status="unreachable", msg=msg))
+                current["sweep"], host, current["point"], current["started"], status="unreachable", msg=msg,
+                simulated=current.get("simulated")))
             self._drop_marker(current["marker"])
 
     def v2_playbook_on_stats(self, stats):
@@ -338,7 +339,8 @@ class CallbackModule(CallbackBase):
                 continue
             self._write_record(sweep_dir, self._interrupted_record(
                 sweep, state.get("host"), state.get("point"), state.get("started"),
-                msg="an earlier run of this sweep stopped during this point (its controller was killed)"))
+                msg="an earlier run of this sweep stopped during this point (its controller was killed)",
+                simulated=state.get("simulated")))
             self._drop_marker(path)
             self._progress("%s %s: recorded interrupted (an earlier run stopped during it)"
                            % (state.get("host"), state.get("point")))
@@ -347,7 +349,8 @@ class CallbackModule(CallbackBase):
         for host, current in list(self.inflight.items()):
             try:
                 self._write_record(current["sweep"]["dir"], self._interrupted_record(
-                    current["sweep"], host, current["point"], current["started"], msg=msg))
+                    current["sweep"], host, current["point"], current["started"], msg=msg,
+                    simulated=current.get("simulated")))
                 self._drop_marker(current["marker"])
             except (IOError, OSError):
                 pass

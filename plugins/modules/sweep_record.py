@@ -259,6 +259,12 @@ started_at:
   description: When the point started (seconds since the epoch).
   returned: when state is start, unless stopped
   type: float
+simulated:
+  description:
+    - For O(state=start) - the host is simulated (C(moesweep_simulated)); the records the callback writes itself for the
+      point (C(interrupted), C(unreachable)) carry it.
+  returned: when state is start, unless stopped
+  type: bool
 stopped:
   description: For O(state=start) - the sweep was asked to stop, so this point does not run.
   returned: when state is start

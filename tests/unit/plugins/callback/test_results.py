@@ -174,3 +174,16 @@ def test_append_keeps_a_whole_last_record_without_newline(tmp_path):
     path.write_bytes(b'{"a": 1}\n{"b": 2}')
     results.append_record(str(path), {"c": 3})
     assert path.read_bytes() == b'{"a": 1}\n{"b": 2}\n{"c": 3}\n'
+
+
+def test_records_the_callback_writes_itself_say_whether_the_host_is_simulated(cb, tmp_path):
+    """#37: an interrupted or unreachable point of a simulated host is filed as simulated, not as a real GPU host."""
+    sweep = plan(tmp_path)
+    cb.v2_runner_on_ok(make_result({"moesweep_sweep": sweep, "moesweep_event": "point_started", "point": "a",
+                                    "started": "t0", "simulated": True}))
+    cb.v2_runner_on_unreachable(make_result({"msg": "gone"}))
+    cb.v2_runner_on_ok(make_result({"moesweep_sweep": sweep, "moesweep_event": "point_started", "point": "b",
+                                    "started": "t1", "simulated": True}, host="h2"))
+    cb._at_exit()
+    recs = records.read_points(os.path.join(sweep["dir"], "points.jsonl"))
+    assert [(r["status"], r["simulated"]) for r in recs] == [("unreachable", True), ("interrupted", True)]
