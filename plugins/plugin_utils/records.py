@@ -422,13 +422,13 @@ def point_status(stage, failed_result, readiness, smoke, benchmark, preflight, a
     if smoke_state == "bad_output":
         return "bad_output", None
     if smoke_state == "server_died":
-        return "crashed", ((smoke.get("crash") or {}).get("cause") or "other")
+        return _after_ready(smoke.get("crash"))
     accuracy_state = (accuracy or {}).get("state")
     if accuracy_state == "server_died":
-        return "crashed", ((accuracy.get("crash") or {}).get("cause") or "other")
+        return _after_ready(accuracy.get("crash"))
     bench_state = (benchmark or {}).get("state")
     if bench_state == "server_died":
-        return "crashed", ((benchmark.get("crash") or {}).get("cause") or "other")
+        return _after_ready(benchmark.get("crash"))
     if accuracy_state == "bad_accuracy":
         return "bad_accuracy", None
     if bench_state == "invalid_gpu_state":
@@ -441,6 +441,16 @@ def point_status(stage, failed_result, readiness, smoke, benchmark, preflight, a
             and (not accuracy or accuracy_state == "ok"):
         return PASSED, None
     return "failed", None
+
+
+def _after_ready(crash):
+    """(status, cause) of a server that stopped answering after it was ready, from the judge of its unit's run
+    (readiness.judge_entries): ``crashed`` when the run crashed or the unit is gone; ``hang`` when the unit still runs
+    and its journal shows no crash (a server that stalls: requests time out, nothing exits)."""
+    crash = crash or {}
+    if crash.get("state") and crash["state"] != "crashed" and crash.get("unit_gone") is False:
+        return "hang", None
+    return "crashed", crash.get("cause") or "other"
 
 
 def stage_of(task_action, failed_result=None):

@@ -449,6 +449,20 @@ def decisive(record):
             if isinstance(reason, dict) and reason.get("status") in ("unsupported", "unknown"):
                 return "%s: %s" % (reason.get("rule"), _first_line(reason.get("reason")))
         return _first_line(record.get("failed_msg")) or "refused by the preflight"
+    # a server that was ready, then died or stalled during the smoke check or the benchmark: its readiness line is
+    # the ready line, never the reason; the judge of its run after the fact (the stage's crash) is
+    late = {}
+    if readiness.get("state") == "ready":
+        for stage in (smoke, record.get("accuracy") or {}, record.get("benchmark") or {}):
+            if stage.get("state") == "server_died":
+                late = stage.get("crash") or {}
+                break
+    if status == "crashed" and late:
+        line = _first_line(late.get("decisive_line")) if late.get("state") == "crashed" else ""
+        return "after ready: " + (line or _first_line(record.get("failed_msg")) or "the server died")
+    if status == "hang" and readiness.get("state") == "ready":
+        return "after ready: the unit runs but stopped answering" + (
+            ": " + _first_line(record.get("failed_msg")) if record.get("failed_msg") else "")
     if status == "crashed":
         line = _first_line(readiness.get("decisive_line"))
         where = readiness.get("phase")

@@ -88,6 +88,12 @@ OK_BENCH = {"state": "ok", "levels": [{"concurrency": 8, "ok": True, "figures": 
     ("benchmark", {}, READY, {"state": "ok"}, {"state": "invalid_gpu_state"}, ("invalid_gpu_state", None)),
     ("benchmark", {}, READY, {"state": "ok"}, {"state": "server_died", "crash": {"cause": "killed"}},
      ("crashed", "killed")),
+    # #37: a server that stalls after ready (the unit runs, no crash in its journal) is a hang, not a crash
+    ("smoke", {}, READY, {"state": "server_died", "crash": {"state": "ready", "unit_gone": False}}, {}, ("hang", None)),
+    ("benchmark", {}, READY, {"state": "ok"}, {"state": "server_died", "crash": {"state": "ready", "unit_gone": False}},
+     ("hang", None)),
+    ("smoke", {}, READY, {"state": "server_died", "crash": {"state": "crashed", "cause": "oom", "unit_gone": True}},
+     {}, ("crashed", "oom")),
     ("interrupted", {}, READY, {}, {}, ("interrupted", None)),
     ("other", {"msg": "boom"}, READY, {"state": "ok"}, OK_BENCH, ("failed", None)),
 ])
