@@ -248,6 +248,7 @@ def test_8_a_second_sweep_on_the_same_host_is_refused_naming_who_holds_it(host, 
     assert second.returncode == 2, text[-3000:]
     words = " ".join(text.split())
     assert "is being swept by" in words and "since" in words and "sweep-" in words, words[-2000:]
+    assert "moesweep sweep --break-lock " in words and "-e sweep_lock_break=" in words, words[-2000:]
     assert lines(second_dir, "point") == []
     assert first.returncode == 0, out[-3000:]
     assert [p["status"] for p in lines(first_dir, "point")] == ["passed"]
@@ -367,3 +368,16 @@ def test_37_check_diff_changes_nothing_records_nothing_and_passes(host, tmp_path
     assert "check mode, nothing ran or was recorded: the preflight accepts every point" in text
     assert not list(results.glob("*/points.jsonl"))
     assert state(host) == before
+
+
+def test_37_a_sweep_of_refused_points_never_touches_the_running_server(host, tmp_path):
+    """Every point refused by the preflight: the healthy server that ran before the sweep keeps running, the same
+    process (a restart is a full model load on a real host), and the run fails naming the refusal."""
+    before = serving(host)
+    pid = host.sh(host.names[0], "systemctl show sglang.service -p MainPID --value").stdout.strip()
+    proc = cli(host, tmp_path / "results", "--backends", "flashinfer_trtllm", settings=settings_file(tmp_path))
+    text = proc.communicate(timeout=600)[0]
+    assert proc.returncode == 1, text[-3000:]
+    assert [p["status"] for p in lines(tmp_path / "results", "point")] == ["refused"]
+    assert state(host) == before, text[-3000:]
+    assert host.sh(host.names[0], "systemctl show sglang.service -p MainPID --value").stdout.strip() == pid
