@@ -78,12 +78,18 @@ def points_path(path_or_dir):
 
 
 def parse_points(text, source="points.jsonl"):
-    """Records from the text of a points.jsonl. A last line without a newline is a crash mid-append and is
-    skipped; blank lines are skipped; any other line that is not a JSON object raises ResultsError."""
+    """Records from the text of a points.jsonl. A last line without a newline is read when it is a whole JSON
+    object, and skipped when torn (a crash mid-append); blank lines are skipped; any other line that is not a JSON
+    object raises ResultsError."""
     records = []
     lines = text.split("\n")
-    torn = lines.pop()  # after the last newline: "" for a complete file, else a torn append
-    del torn
+    last = lines.pop()  # after the last newline: "" for a complete file
+    if last.strip():
+        try:
+            json.loads(last)
+            lines.append(last)
+        except ValueError:
+            pass  # torn mid-append
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue

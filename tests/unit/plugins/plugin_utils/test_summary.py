@@ -50,9 +50,14 @@ def test_a_torn_last_line_and_blank_lines_are_skipped(tmp_path):
     assert [r["point"] for r in got] == ["flashinfer_cutlass"]
 
 
-def test_a_complete_last_line_without_its_newline_is_still_a_torn_append(tmp_path):
+def test_a_complete_last_line_without_its_newline_is_read(tmp_path):
+    """#37 item 6: a whole last record without its newline is a record (`moesweep report` said "no point record
+    yet" for a file of one such line); only a torn one is skipped."""
     lines = (SIM / "points.jsonl").read_text().splitlines(keepends=True)
     (tmp_path / "points.jsonl").write_text(lines[0] + lines[1].rstrip("\n"))
+    second = json.loads(lines[1])["point"]
+    assert [r["point"] for r in summary.load_points(tmp_path)] == ["flashinfer_cutlass", second]
+    (tmp_path / "points.jsonl").write_text(lines[0].rstrip("\n"))
     assert [r["point"] for r in summary.load_points(tmp_path)] == ["flashinfer_cutlass"]
 
 
