@@ -1,7 +1,7 @@
 """sweep_record: a record that could not be written still counts (resume, restore) and fails the run at its end,
 a skipped point's record becomes its latest again (re-probe #37 items 1 and 5); and its interconnect step: whether
-the host's all-reduce was measured under the point's NCCL environment (this run's measurements, then the sweep's interconnect.jsonl, unless the sweep reruns), and the record of a new
-measurement the callback appends."""
+the host's all-reduce was measured under the point's NCCL environment (this run's measurements, then the sweep's
+interconnect.jsonl, unless the sweep reruns), and the record of a new measurement the callback appends."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import os
 from unittest import mock
 
 import pytest
-
 from ansible_collections.moesweep.sweep.plugins.action import sweep_record as action
 from ansible_collections.moesweep.sweep.plugins.plugin_utils import records
 
@@ -85,7 +84,7 @@ def call(**args):
     plugin = action.ActionModule(task, mock.MagicMock(), mock.MagicMock(), loader=None, templar=None,
                                  shared_loader_obj=None)
     with mock.patch.object(action.ActionBase, "run", return_value={}):
-        return plugin.call(task_vars={"inventory_hostname": "h1"})
+        return plugin.run(task_vars={"inventory_hostname": "h1"})
 
 
 def passed(point, tok, finished="2026-12-06T05:00:00+00:00", config="c1"):
