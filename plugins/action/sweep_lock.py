@@ -1,8 +1,11 @@
 # -*- coding: utf-8 -*-
 # Copyright: moesweep contributors
 # Apache License 2.0 (see LICENSE)
-"""Controller-side half of sweep_lock: the owner is this controller and this ansible-playbook process, and a
-lock whose holder was a process of this controller that no longer runs (a killed sweep) is taken over. A refresh
+"""Controller-side half of sweep_lock: the owner is a random id taken once per sweep run (a hostname is not unique:
+two controllers may both be called localhost), with this controller's machine id and boot, and the ansible-playbook
+process and its start time. A lock whose holder was a process of this very machine that no longer runs (a killed
+sweep; a process this user may not signal is another user's live sweep, not a dead one) is taken over; any other
+stale lock is broken only by name (O(break_id), C(-e sweep_lock_break=ID)). A refresh
 (O(owner) is the lock as taken, with its C(expires)) while more than half of the lease is left answers here,
 without a round trip: nobody else can take an unexpired lease (only this controller, once this process is gone)."""
 
@@ -11,19 +14,65 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import getpass
+import hashlib
 import os
 import socket
 import time
+import uuid
 
 from ansible.plugins.action import ActionBase
 
 
 def pid_alive(pid):
+    """Whether process ``pid`` runs on this machine. EPERM means it runs under another user (kill(2))."""
     try:
         os.kill(int(pid), 0)
+    except PermissionError:
+        return True
     except (OSError, ValueError, TypeError):
         return False
     return True
+
+
+def _read(path):
+    try:
+        with open(path) as fh:
+            return fh.read().strip()
+    except (IOError, OSError):
+        return ""
+
+
+def machine_id():
+    """This controller (a digest of /etc/machine-id, machine-id(5)), or None where it has none: then no holder is
+    ever judged gone from here."""
+    value = _read("/etc/machine-id")
+    return hashlib.sha256(value.encode()).hexdigest()[:16] if value else None
+
+
+def boot_id():
+    return _read("/proc/sys/kernel/random/boot_id") or None
+
+
+def process_start(pid):
+    """The start time of process ``pid`` in clock ticks since boot (proc(5), /proc/PID/stat field 22), or None: with
+    the pid it names one process, not a later one that reused the pid."""
+    try:
+        with open("/proc/%d/stat" % int(pid)) as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[19])
+    except (IOError, OSError, ValueError, TypeError, IndexError):
+        return None
+
+
+def holder_gone(held, me):
+    """Whether the lock's holder was a process of this very machine (same machine id; never a hostname) that no
+    longer runs: its boot is over, its pid is dead, or the pid now names a process started at another time."""
+    if not held or not held.get("machine") or held.get("machine") != me.get("machine"):
+        return False
+    if held.get("boot") and me.get("boot") and held["boot"] != me["boot"]:
+        return True
+    if not pid_alive(held.get("pid")):
+        return True
+    return held.get("pid_start") is not None and process_start(held["pid"]) != held["pid_start"]
 
 
 # A refresh reaches the host once less than this share of the lease is left.
@@ -52,8 +101,12 @@ class ActionModule(ActionBase):
         args = dict(self._task.args)
         owner = dict(args.get("owner") or {})
         # the worker that runs this plugin is a child of the ansible-playbook process, which lives as long as the run
+        owner.setdefault("id", uuid.uuid4().hex[:16])
         owner.setdefault("controller", socket.getfqdn())
+        owner.setdefault("machine", machine_id())
+        owner.setdefault("boot", boot_id())
         owner.setdefault("pid", os.getppid())
+        owner.setdefault("pid_start", process_start(owner["pid"]))
         try:
             owner.setdefault("user", getpass.getuser())
         except Exception:  # noqa: BLE001 - no user name is not a reason to refuse
@@ -66,9 +119,8 @@ class ActionModule(ActionBase):
                            % (float(owner["expires"]) - now, args["lease"])}
         result = self._execute_module(module_name="moesweep.sweep.sweep_lock", module_args=args, task_vars=task_vars)
         held = result.get("held_by") or {}
-        if (result.get("busy") and held.get("controller") == owner["controller"]
-                and not pid_alive(held.get("pid"))):
-            args["steal"] = True
+        if result.get("busy") and holder_gone(held, owner):
+            args["break_id"] = held.get("id")
             result = self._execute_module(module_name="moesweep.sweep.sweep_lock", module_args=args,
                                           task_vars=task_vars)
             result["took_over"] = "the lock's holder (process %s on this controller) is gone" % held.get("pid")

@@ -6,6 +6,7 @@
 import os
 
 from ansible.plugins.action import ActionBase
+from ansible_collections.moesweep.sweep.plugins.module_utils import bench_serving
 from ansible_collections.moesweep.sweep.plugins.plugin_utils import (
     accuracy,
     action_args,
@@ -61,6 +62,23 @@ def node_roles(node_inputs):
             "recorder": plan["recorder"]}
 
 
+def check_bench(settings):
+    """The benchmark's levels and lengths, checked as the sglang_bench module checks them (one owner:
+    module_utils/bench_serving), here before any point restarts a server: a level of 0, or fewer prompts than the
+    concurrency, is refused with the module's own message instead of after the first point's restart."""
+    settings = settings or {}
+    if "concurrency" not in settings:
+        return
+    try:
+        bench_serving.plan_levels(settings.get("concurrency"), bench_serving.prompt_counts(settings.get("num_prompts")),
+                                  settings.get("prompts_per_concurrency", 5), settings.get("min_prompts", 16))
+        if settings.get("input_len") is not None and settings.get("output_len") is not None:
+            bench_serving.check_lengths(settings["input_len"], settings["output_len"],
+                                        settings.get("range_ratio", 1.0))
+    except (bench_serving.BenchInputError, TypeError, ValueError) as exc:
+        raise records.PlanError("the benchmark's settings (sglang_bench_*): %s" % exc) from exc
+
+
 def plan(args):
     """The sweep plan, or PlanError naming the problem."""
     points = records.parse_points(args.get("backend"), args.get("backends"))
@@ -70,6 +88,7 @@ def plan(args):
     reference = args.get("reference_concurrency")
     if reference is None:
         reference = max(concurrency) if concurrency else None
+    check_bench(args.get("bench_settings"))
     records.check_settings(args["restore"], reference, concurrency, str(args["spread"]).lower())
     results_dir = os.path.abspath(os.path.expanduser(args["results_dir"]))
     records.check_results_dir(results_dir, os.path.isdir, os.path.exists, os.access)

@@ -17,7 +17,7 @@ from ansible_collections.moesweep.sweep.plugins.plugin_utils import action_args,
 ARGUMENT_SPEC = dict(
     state=dict(type="str", required=True,
                choices=["start", "previous", "resume", "stop_check", "point", "restore_plan", "restore",
-                        "interconnect"]),
+                        "interconnect", "verify"]),
     sweep=dict(type="dict", required=True),
     point=dict(type="str"),
     started=dict(type="str"),
@@ -50,6 +50,8 @@ ARGUMENT_SPEC = dict(
     unit=dict(type="str", default=""),
     interconnect=dict(type="dict", default={}),
     measured=dict(type="dict", default={}),
+    recorder=dict(type="bool", default=True),
+    written=dict(type="list", elements="dict", default=[]),
 )
 
 _COLLECTION_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -107,11 +109,39 @@ class ActionModule(ActionBase):
 
     @staticmethod
     def _stop_if_unwritable(base, sweep):
-        """A results directory that turned read-only: the sweep stops here (this task fails); the record still
-        travels in the result, and the callback keeps it in a private file whose path it prints."""
+        """A results directory that turned read-only: the record still travels in the result, the callback keeps it
+        aside (records.unwritten_dir) and prints where; the next point does not start, the restore still runs on
+        every record, kept or not, and the run's last check (state verify) fails."""
         if not writable(sweep["dir"]):
-            base["failed"] = True
             base["moesweep_unwritable"] = sweep["dir"]
+
+    @staticmethod
+    def _verify(base, sweep, host, written):
+        """Fail the run when a record of this host could not be written to the sweep's points.jsonl: kept aside
+        (their paths named), or nowhere at all (the run's output holds it)."""
+        points_path = os.path.join(sweep["dir"], records.POINTS_FILE)
+        on_disk = records.read_points(points_path)
+        kept = [(path, rec) for path, rec in records.kept_records(sweep.get("sweep_id")) if rec.get("host") == host]
+        kept_keys = {(r.get("kind"), r.get("point"), r.get("finished")) for _, r in kept}
+        disk_keys = {(r.get("kind"), r.get("point"), r.get("finished")) for r in on_disk if r.get("host") == host}
+        lost = [w for w in written if w.get("finished")
+                and (w.get("kind") or "point", w.get("point"), w.get("finished")) not in kept_keys | disk_keys]
+        if not kept and not lost:
+            base["msg"] = "every record of %s is in %s" % (host, points_path)
+            return base
+        parts = []
+        if kept:
+            parts.append("%d record(s) of %s could not be written to %s and are kept in %s (%s)" % (
+                len(kept), host, points_path, os.path.dirname(kept[0][0]),
+                ", ".join(os.path.basename(p) for p, _ in kept)))
+        if lost:
+            parts.append("the record(s) of %s could be written nowhere: the run's output holds them (moesweep: could "
+                         "not write ...)" % ", ".join("%s %s" % (w.get("kind") or "point", w.get("point") or "")
+                                                      for w in lost))
+        base.update(failed=True, moesweep_unrecorded=[p for p, _ in kept], msg=(
+            "; ".join(parts) + ". Make %s writable (or free space) and run the same sweep again: the kept records "
+            "are put into points.jsonl, and the points not run then run" % sweep["dir"]))
+        return base
 
     def run(self, tmp=None, task_vars=None):
         super().run(tmp, task_vars)
@@ -122,13 +152,24 @@ class ActionModule(ActionBase):
         sweep = a["sweep"]
         base = {"changed": False, "moesweep_sweep": sweep, "moesweep_host": host}
         stop_file = os.path.join(sweep["dir"], records.STOP_FILE)
+        if a["state"] == "verify":
+            return self._verify(base, sweep, host, a["written"])
         if a["state"] == "start":
             if os.path.exists(stop_file):
                 base.update(stopped=True, msg="the sweep was asked to stop (%s): point %s not run" % (
                     stop_file, a["point"]))
                 return base
+            kept = records.kept_records(sweep.get("sweep_id"))
+            if kept:
+                # no point runs that could not be recorded (a full disk, a results directory gone read-only)
+                base.update(stopped=True, msg="records of this sweep could not be written to %s (kept in %s): point "
+                            "%s not run; the restore still runs, on every record" % (
+                                sweep["dir"], os.path.dirname(kept[0][0]), a["point"]))
+                return base
+            # simulated: the records the callback writes itself for this point (interrupted, unreachable) say so too
             base.update(moesweep_event="point_started", point=a["point"], started=records.now_iso(),
-                        started_at=time.time(), stopped=False, msg="point %s started" % a["point"])
+                        started_at=time.time(), stopped=False, simulated=bool(task_vars.get("moesweep_simulated")),
+                        msg="point %s started" % a["point"])
             return base
         if a["state"] == "stop_check":
             if os.path.exists(stop_file):
@@ -139,16 +180,21 @@ class ActionModule(ActionBase):
         points_path = os.path.join(sweep["dir"], records.POINTS_FILE)
         if a["state"] == "resume":
             config = records.config_hash(a["launch_hash"], a["bench_settings"], a["lock_sha256"])
-            found = None if sweep.get("rerun") else records.passing_record(records.read_points(points_path), host,
-                                                                           config)
+            found = None if sweep.get("rerun") else records.passing_record(
+                records.all_records(points_path, sweep.get("sweep_id")), host, config)
             base.update(moesweep_event="resume", config_hash=config, skip=found is not None, point=a["point"])
             base["msg"] = ("point %s already passed with this configuration (%s): skipped; -e rerun=true runs it again"
                            % (a["point"], found.get("finished")) if found else "point %s: to run" % a["point"])
             if found:
                 base["previous_record"] = {k: found.get(k) for k in ("finished", "status", "backend", "config_hash")}
+                if a["recorder"]:
+                    # the record the point stands on becomes its latest: what the summary, the restore and the exit
+                    # status read is this configuration's, not a later record of another configuration
+                    base["moesweep_record"] = records.resumed_record(found)
             return base
         if a["state"] == "previous":
-            first, reason = records.stop_before_sweep(sweep, records.read_points(points_path), host,
+            first, reason = records.stop_before_sweep(sweep, records.all_records(points_path, sweep.get("sweep_id")),
+                                                      host,
                                                       os.path.exists(stop_file), sweep.get("nodes"))
             if first and self._task.check_mode:
                 first, reason = False, "check mode: nothing is stopped"
@@ -166,7 +212,8 @@ class ActionModule(ActionBase):
                             what, host, found.get("finished") or "this run") if found else what + ": to measure")
             return base
         if a["state"] == "restore_plan":
-            choice = records.choose_restore(records.read_points(points_path), host, sweep.get("restore", "best"),
+            choice = records.choose_restore(records.all_records(points_path, sweep.get("sweep_id")), host,
+                                            sweep.get("restore", "best"),
                                             sweep.get("reference_concurrency"), a["previous"], sweep.get("points"))
             first = records.restore_stops_first(choice, a["running_point"], sweep.get("nodes"), a["running_stopped"])
             keep = records.restore_keeps_running(choice, a["running_point"], sweep.get("nodes"), a["running_stopped"])
@@ -199,7 +246,7 @@ class ActionModule(ActionBase):
                         msg="restore (%s): %s - %s" % (record["action"], record["status"], record["reason"]))
             if base.get("moesweep_unwritable"):
                 base["msg"] = ("the results directory %s is not writable (any more): the restore record is kept where "
-                               "the run prints it (moesweep: kept ...)" % sweep["dir"])
+                               "the run prints it (moesweep: kept ...), and the run fails at its end" % sweep["dir"])
             return base
         # state == point
         failed_stage = stage = None
@@ -227,7 +274,7 @@ class ActionModule(ActionBase):
         # Decided before the artifacts are read: their read stops the server in the same round trip. The last point
         # of the host is stopped when the restore puts back another (its record, not yet written, counts).
         stop_requested = os.path.exists(stop_file)
-        known = records.read_points(points_path)
+        known = records.all_records(points_path, sweep.get("sweep_id"))
         stop, stop_reason = records.stop_early(sweep, a["point"], known, host, stop_requested, sweep.get("nodes"))
         if not stop and (sweep.get("points") or [None])[-1] == a["point"]:
             stop, stop_reason = records.stop_for_restore(sweep, a["point"], known + [records.build_point_record(ctx)],
@@ -259,11 +306,15 @@ class ActionModule(ActionBase):
             stop, stop_reason = False, "the stop was not accepted: %s" % stop_error
         base.update(moesweep_event="record", moesweep_record=record, stop_server=stop, stop_reason=stop_reason,
                     changed=stop,
-                    artifacts={name: art.get("content") or "" for name, art in artifacts.items()},
+                    # the host redacted secret names and credential-looking strings; the known secret values of
+                    # this host's variables (an API key of any shape) go here, before any output or file holds them
+                    artifacts={name: secrets.redact_text(art.get("content") or "", ctx["known_secrets"])
+                               for name, art in artifacts.items()},
                     msg="%s %s: %s%s" % (host, a["point"], record["status"],
                                          " (%s)" % record["cause"] if record.get("cause") else ""))
         if base.get("moesweep_unwritable"):
-            base["msg"] = ("the results directory %s is not writable (any more): the sweep stops here. The record of "
-                           "%s %s is kept where the run prints it (moesweep: kept ...); make the directory writable "
-                           "and run the same sweep again to go on" % (sweep["dir"], host, a["point"]))
+            base["msg"] = ("the results directory %s is not writable (any more): the sweep stops after this point. "
+                           "The record of %s %s is kept where the run prints it (moesweep: kept ...); make the "
+                           "directory writable and run the same sweep again to go on"
+                           % (sweep["dir"], host, a["point"]))
         return base

@@ -24,6 +24,11 @@ description:
   - A point that was running when the controller stopped (Ctrl-C) is recorded C(interrupted) at exit; after a
     SIGKILL, the next run of the sweep records it from its in-flight marker. A host that becomes unreachable
     during a point gets an C(unreachable) record.
+  - A record that cannot be written there (a results directory that turned read-only or could not be created, a full
+    disk) is kept in the controller's C($XDG_STATE_HOME/moesweep/unwritten/<sweep_id>/) (default
+    C(~/.local/state/moesweep/unwritten/<sweep_id>/), or E(MOESWEEP_UNWRITTEN_DIR)), and the error names that file;
+    the sweep's decisions read kept records as well, the run fails at its end, and the next run of the sweep that can
+    write puts them into C(points.jsonl).
   - Files are 0600 in 0700 directories.
 version_added: 0.1.0
 author:
@@ -46,6 +51,7 @@ import atexit
 import json
 import os
 import tempfile
+import time
 
 from ansible.plugins.callback import CallbackBase
 from ansible_collections.moesweep.sweep.plugins.plugin_utils import records
@@ -126,8 +132,8 @@ def append_record(points_path, record):
             existing = fh.read()
     except (IOError, OSError):
         existing = b""
-    if existing and not existing.endswith(b"\n"):
-        existing = existing[:existing.rfind(b"\n") + 1]  # a torn line from an older writer: drop it
+    # a torn last line (an older writer's crash) is dropped; a whole one without its newline is kept
+    existing = b"".join(raw + b"\n" for raw in records.whole_lines(existing))
     line = json.dumps(record, sort_keys=True, default=str).encode("utf-8") + b"\n"
     atomic_write(points_path, existing + line)
 
@@ -166,47 +172,66 @@ class CallbackModule(CallbackBase):
         try:
             ensure_dir(sweep_dir)
             append_record(os.path.join(sweep_dir, records.POINTS_FILE), record)
-            artifacts = dict(artifacts or {})
-            if (record.get("smoke") or {}).get("answers"):
-                artifacts["smoke.json"] = json.dumps(record["smoke"], indent=1, sort_keys=True, default=str)
-            if artifacts:
-                sub = "restore" if record.get("kind") == "restore" else _safe(record.get("point"))
-                adir = os.path.join(sweep_dir, _safe(record.get("host")), sub)
-                for name, text in sorted(artifacts.items()):
-                    atomic_write(os.path.join(adir, _safe(name)), (text or "").encode("utf-8"))
-            if record.get("facts") or record.get("provenance"):
-                host_file = os.path.join(sweep_dir, "hosts", _safe(record.get("host")) + ".json")
-                atomic_write(host_file, json.dumps({"host": record.get("host"), "facts": record.get("facts"),
-                                                    "provenance": record.get("provenance"),
-                                                    "simulated": record.get("simulated"),
-                                                    "seen": record.get("finished")}, indent=1, sort_keys=True,
-                                                   default=str).encode("utf-8"))
-            self.written.append((sweep_dir, record))
         except (IOError, OSError) as exc:
-            # Never lose the record: keep it in a private file and say where (the task result holds it too).
+            # Never lose the record: keep it where the sweep's next steps and next run find it, and say where. The
+            # run fails at its end (sweep_record state=verify); ansible would only warn about an exception here.
             self.write_errors.append("%s: %s" % (sweep_dir, exc))
             kept = self._keep_elsewhere(record)
             self._display.error("moesweep: could not write the record of %s %s to %s (%s); kept %s"
                                 % (record.get("host"), record.get("point"), sweep_dir, exc,
-                                   kept or "in this run's output: " + json.dumps(record, default=str)[:2000]))
-            raise
+                                   kept or "in this run's output only: " + json.dumps(record, default=str)))
+            return False
+        self.written.append((sweep_dir, record))
+        try:
+            self._write_artifacts(sweep_dir, record, artifacts)
+        except (IOError, OSError) as exc:
+            self.write_errors.append("%s: %s" % (sweep_dir, exc))
+            self._display.error("moesweep: the record of %s %s is in %s, but its artifacts could not be written (%s)"
+                                % (record.get("host"), record.get("point"), sweep_dir, exc))
+        return True
+
+    @staticmethod
+    def _write_artifacts(sweep_dir, record, artifacts):
+        artifacts = dict(artifacts or {})
+        if (record.get("smoke") or {}).get("answers"):
+            artifacts["smoke.json"] = json.dumps(record["smoke"], indent=1, sort_keys=True, default=str)
+        if artifacts:
+            sub = "restore" if record.get("kind") == "restore" else _safe(record.get("point"))
+            adir = os.path.join(sweep_dir, _safe(record.get("host")), sub)
+            for name, text in sorted(artifacts.items()):
+                atomic_write(os.path.join(adir, _safe(name)), (text or "").encode("utf-8"))
+        if record.get("facts") or record.get("provenance"):
+            host_file = os.path.join(sweep_dir, "hosts", _safe(record.get("host")) + ".json")
+            atomic_write(host_file, json.dumps({"host": record.get("host"), "facts": record.get("facts"),
+                                                "provenance": record.get("provenance"),
+                                                "simulated": record.get("simulated"),
+                                                "seen": record.get("finished")}, indent=1, sort_keys=True,
+                                               default=str).encode("utf-8"))
 
     @staticmethod
     def _keep_elsewhere(record):
-        """Write a record that could not reach its sweep directory to a new private temporary directory."""
+        """Write a record that could not reach its sweep directory to the sweep's directory of kept records
+        (records.unwritten_dir), or, failing that, to a new private temporary directory. Its path, or None."""
+        name = "%d__%s__%s.json" % (time.time() * 1e6, _safe(record.get("host")), _safe(record.get("point")))
+        data = json.dumps(record, indent=1, sort_keys=True, default=str).encode("utf-8")
         try:
-            directory = tempfile.mkdtemp(prefix="moesweep-unwritten-")
-            path = os.path.join(directory, "%s__%s.json" % (_safe(record.get("host")), _safe(record.get("point"))))
-            with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE), "w") as fh:
-                json.dump(record, fh, indent=1, sort_keys=True, default=str)
+            path = os.path.join(records.unwritten_dir(record.get("sweep_id") or "unknown"), name)
+            atomic_write(path, data)
+            return path
+        except (IOError, OSError):
+            pass
+        try:
+            path = os.path.join(tempfile.mkdtemp(prefix="moesweep-unwritten-"), name)
+            with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE), "wb") as fh:
+                fh.write(data)
             return path
         except (IOError, OSError):
             return None
 
-    def _interrupted_record(self, sweep, host, point, started, status="interrupted", msg=None):
+    def _interrupted_record(self, sweep, host, point, started, status="interrupted", msg=None, simulated=None):
         return {
             "schema": records.SCHEMA, "kind": "point", "sweep_id": sweep.get("sweep_id"), "host": host,
-            "point": point, "backend": None, "status": status, "cause": None, "simulated": None,
+            "point": point, "backend": None, "status": status, "cause": None, "simulated": simulated,
             "config_hash": None, "started": started, "finished": records.now_iso(), "seconds": None,
             "failed_task": None, "failed_msg": msg or ("the run stopped during this point (%s)" % status),
             "artifacts": [],
@@ -230,8 +255,11 @@ class CallbackModule(CallbackBase):
         if event == "point_started":
             marker = self._marker(sweep_dir, host, res.get("point"))
             state = {"sweep_id": sweep.get("sweep_id"), "host": host, "point": res.get("point"),
-                     "started": res.get("started")}
-            atomic_write(marker, json.dumps(state).encode())
+                     "started": res.get("started"), "simulated": res.get("simulated")}
+            try:
+                atomic_write(marker, json.dumps(state).encode())
+            except (IOError, OSError) as exc:
+                self._display.warning("moesweep: could not write the in-flight marker %s (%s)" % (marker, exc))
             self.inflight[host] = dict(state, sweep=sweep, marker=marker)
             self._progress("%s %s: started" % (host, res.get("point")))
         elif event == "record":
@@ -255,16 +283,9 @@ class CallbackModule(CallbackBase):
             current = self.inflight.pop(host, None)
             if current:
                 self._drop_marker(current["marker"])
+            if res.get("moesweep_record"):
+                self._write_record(sweep_dir, res["moesweep_record"])  # the passing record it stands on, again
             self._progress(res.get("msg"))
-
-    def v2_runner_on_failed(self, result, ignore_errors=False):
-        # a record task that stopped the sweep because the results directory is not writable still carries it
-        res = _result_dict(result)
-        if res.get("moesweep_event") == "record" and res.get("moesweep_unwritable"):
-            try:
-                self.v2_runner_on_ok(result)
-            except (IOError, OSError):
-                pass
 
     def v2_runner_on_unreachable(self, result):
         host = _host_name(result)
@@ -272,7 +293,8 @@ class CallbackModule(CallbackBase):
         if current:
             msg = (_result_dict(result).get("msg") or "host unreachable")
             self._write_record(current["sweep"]["dir"], self._interrupted_record(
-                current["sweep"], host, current["point"], current["started"], status="unreachable", msg=msg))
+                current["sweep"], host, current["point"], current["started"], status="unreachable", msg=msg,
+                simulated=current.get("simulated")))
             self._drop_marker(current["marker"])
 
     def v2_playbook_on_stats(self, stats):
@@ -287,10 +309,23 @@ class CallbackModule(CallbackBase):
             pass
 
     def _recover(self, sweep_dir, sweep):
-        """In-flight markers of an earlier run that never finished (SIGKILL): record those points interrupted."""
+        """Records an earlier run kept aside (they could not be written) go into points.jsonl, in the order they were
+        kept; in-flight markers of an earlier run that never finished (SIGKILL): those points recorded interrupted."""
+        kept = records.kept_records(sweep.get("sweep_id"))
+        for path, record in kept:
+            try:
+                ensure_dir(sweep_dir)
+                append_record(os.path.join(sweep_dir, records.POINTS_FILE), record)
+            except (IOError, OSError):
+                break  # still not writable: they stay kept, and the sweep's checks read them there
+            self._drop_marker(path)
+            self._progress("%s %s: the record kept by an earlier run (%s) is now in points.jsonl"
+                           % (record.get("host"), record.get("point"), path))
         mdir = os.path.join(sweep_dir, records.INFLIGHT_DIR)
         if not os.path.isdir(mdir):
             return
+        ended = {(r.get("host"), r.get("point"), r.get("started"))
+                 for r in records.read_points(os.path.join(sweep_dir, records.POINTS_FILE)) if r.get("kind") == "point"}
         for name in sorted(os.listdir(mdir)):
             path = os.path.join(mdir, name)
             try:
@@ -299,9 +334,13 @@ class CallbackModule(CallbackBase):
             except (IOError, OSError, ValueError):
                 self._drop_marker(path)
                 continue
+            if (state.get("host"), state.get("point"), state.get("started")) in ended:
+                self._drop_marker(path)  # its record exists (the marker outlived a directory gone read-only)
+                continue
             self._write_record(sweep_dir, self._interrupted_record(
                 sweep, state.get("host"), state.get("point"), state.get("started"),
-                msg="an earlier run of this sweep stopped during this point (its controller was killed)"))
+                msg="an earlier run of this sweep stopped during this point (its controller was killed)",
+                simulated=state.get("simulated")))
             self._drop_marker(path)
             self._progress("%s %s: recorded interrupted (an earlier run stopped during it)"
                            % (state.get("host"), state.get("point")))
@@ -310,7 +349,8 @@ class CallbackModule(CallbackBase):
         for host, current in list(self.inflight.items()):
             try:
                 self._write_record(current["sweep"]["dir"], self._interrupted_record(
-                    current["sweep"], host, current["point"], current["started"], msg=msg))
+                    current["sweep"], host, current["point"], current["started"], msg=msg,
+                    simulated=current.get("simulated")))
                 self._drop_marker(current["marker"])
             except (IOError, OSError):
                 pass

@@ -24,6 +24,8 @@ SEEN_SUFFIX = ".seen"  # the last version sglang_bench_wait returned
 LOCK_FILE = "bench.lock"  # held by the running benchmark; holds its pid
 STOP_FILE = "stop"  # asks the running benchmark to stop after the level that runs (sglang_bench_wait writes it)
 GO_FILE = "go"  # releases a gated benchmark (release_job writes it once the job's own progress is there)
+# touched by every sglang_bench_wait call: the controller still follows the job (controller_gone)
+HEARTBEAT_FILE = "controller.alive"
 GATE_POLL_S = 0.05
 
 STATES = ("pending", "running", "done", "failed", "reused")
@@ -111,6 +113,31 @@ def of_job(doc, job_started, key=None):
         return float(doc.get("started")) >= float(job_started) - 0.1
     except (TypeError, ValueError):
         return False
+
+
+def beat(output_dir, now):
+    """The controller follows the job: sglang_bench_wait touches the heartbeat at every call."""
+    path = os.path.join(output_dir, HEARTBEAT_FILE)
+    with open(path, "a"):
+        pass
+    os.utime(path, (now, now))
+
+
+def controller_gone(output_dir, timeout, now, getmtime=os.path.getmtime):
+    """Whether the controller stopped following a released job: neither a sglang_bench_wait call (the heartbeat) nor
+    the gate's opening (its go file) for ``timeout`` seconds. A double Ctrl-C, a cancel through the API or a killed
+    controller leave the job running on the host with no one to read it; it stops itself then. Never before the
+    gate opened (the controller's restart and smoke check come first), never with a ``timeout`` of 0."""
+    if not timeout:
+        return False
+    last = None
+    for name in (HEARTBEAT_FILE, GO_FILE):
+        try:
+            mtime = getmtime(os.path.join(output_dir, name))
+        except OSError:
+            continue
+        last = mtime if last is None else max(last, mtime)
+    return last is not None and now - last > float(timeout)
 
 
 def release(output_dir, now):

@@ -32,6 +32,8 @@ __metaclass__ = type
 import json
 import re
 
+from ansible_collections.moesweep.sweep.plugins.module_utils import secrets
+
 BACKENDS = ("sglang", "sglang-native", "sglang-oai", "sglang-oai-chat", "vllm", "vllm-chat", "lmdeploy",
             "lmdeploy-chat", "trt", "gserver", "truss")
 DATASETS = ("random-ids", "random", "sharegpt")
@@ -52,6 +54,16 @@ MAX_ERRORS_KEPT = 20
 
 class BenchInputError(ValueError):
     """Bad benchmark settings: the message names the setting and the fix."""
+
+
+def prompt_counts(num_prompts):
+    """The roles' ``num_prompts`` list as ``plan_levels`` takes it: [] -> None (computed per level), [N] -> N for
+    every level, [a, b, ...] -> one per level."""
+    if not num_prompts:
+        return None
+    if isinstance(num_prompts, (list, tuple)) and len(num_prompts) == 1:
+        return num_prompts[0]
+    return num_prompts
 
 
 def plan_levels(concurrency, num_prompts=None, prompts_per_concurrency=5, min_prompts=16):
@@ -186,12 +198,29 @@ def stdout_errors(stdout, stderr=""):
 PER_REQUEST_KEYS = ("input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors")
 
 
-def trim_record(record):
-    """The result line without its per-request arrays (``--output-details``), with the error texts summarised:
-    what a results directory keeps of a level."""
+def trim_record(record, known=()):
+    """The result line without its per-request arrays (``--output-details``), with the error texts summarised and
+    secrets redacted (``redact_lines``): what a results directory keeps of a level."""
     out = {k: v for k, v in record.items() if k not in PER_REQUEST_KEYS}
     out["errors_summary"] = summarise_errors(record.get("errors"))
-    return out
+    return secrets.redact(out, known)
+
+
+def redact_lines(text, known=()):
+    """bench_serving's output file (one JSON line per run) with every secret redacted: its ``server_info`` is the
+    server's /get_server_info, which is ``dataclasses.asdict(server_args)``, ``api_key`` and ``admin_api_key``
+    included (sglang v0.5.9 python/sglang/srt/entrypoints/http_server.py server_info(); bench_serving.py writes it
+    into the result line). ``known``: the secret strings themselves (the API key). Lines that are not JSON are
+    redacted as text."""
+    out = []
+    for line in (text or "").splitlines():
+        try:
+            value = json.loads(line)
+        except ValueError:
+            out.append(secrets.redact_text(line, known))
+            continue
+        out.append(json.dumps(secrets.redact(value, known)))
+    return "\n".join(out) + ("\n" if out else "")
 
 
 def parse_result(record, num_prompts):

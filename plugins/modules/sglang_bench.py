@@ -171,6 +171,14 @@ options:
         the server's start too.
     type: float
     default: 600
+  controller_timeout:
+    description:
+      - Seconds without a M(moesweep.sweep.sglang_bench_wait) call (each one touches C(controller.alive) in
+        O(output_dir)), once the gate opened, after which the job stops its client and ends - the controller that
+        followed it is gone (a double Ctrl-C, a cancel through the API, a killed controller), so nobody would read it.
+        The levels that ended are kept for the next run. V(0) never stops it.
+    type: float
+    default: 0
   telemetry:
     description: Sample GPU telemetry during the levels.
     type: bool
@@ -358,6 +366,39 @@ def _read(path):
         return fh.read()
 
 
+def _write_text(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def private_dir(path):
+    """Create ``path`` 0700 (its missing parents too) and make what an earlier run left there private: a benchmark's
+    files name the model, the prompts and answers, and bench_serving's raw output held the server's settings. This
+    module's umask (0077) makes every file it and its client write 0600."""
+    missing = []
+    probe = os.path.abspath(path)
+    while not os.path.isdir(probe):
+        missing.append(probe)
+        probe = os.path.dirname(probe)
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, 0o700)
+        except FileExistsError:
+            pass
+    os.chmod(path, 0o700)
+    for root, dirs, names in os.walk(path):
+        for name in dirs:
+            os.chmod(os.path.join(root, name), 0o700)
+        for name in names:
+            full = os.path.join(root, name)
+            if not os.path.islink(full):
+                os.chmod(full, 0o600)
+
+
 def _write_json(path, data):
     tmp = path + ".tmp"
     with open(tmp, "w") as fh:
@@ -506,6 +547,7 @@ def stop_driver(proc):
 
 
 STOPPED_ERROR = "not run: the sweep was asked to stop after the level before"
+GONE_ERROR = "stopped: the controller stopped following the benchmark (no sglang_bench_wait call for %s s)"
 STOPPED_BEFORE_ERROR = "not run: the sweep was asked to stop before the benchmark began"
 
 
@@ -522,6 +564,21 @@ def level_files(output_dir, concurrency):
     stem = os.path.join(output_dir, "c%d" % concurrency)
     return {"jsonl": stem + ".bench.jsonl", "log": stem + ".log", "summary": stem + ".level.json",
             "result": stem + ".result.json", "telemetry_csv": stem + ".telemetry.csv"}
+
+
+def level_at_end(concurrency, num_prompts, parsed, error=None):
+    """A level's entry the moment it ends, from its result line alone (``bs.parse_result``): written as its summary
+    at once, so a level that finished is kept even when this job never gets to its end (the controller was killed
+    and the next run's job stops this one; ``passed_levels``). The job's end replaces it with the full entry
+    (telemetry, diagnosis); until then ``provisional`` says it has only bench_serving's figures."""
+    entry = {"concurrency": concurrency, "num_prompts": num_prompts, "reused": False, "ok": False, "figures": {},
+             "errors": [], "completed": None, "failed": None, "provisional": True}
+    entry.update({k: v for k, v in (parsed or {}).items() if k in ("figures", "args", "completed", "failed",
+                                                                      "errors", "ok")})
+    if error:
+        entry["ok"] = False
+        entry["errors"] = [{"error": error, "count": 1}] + list(entry["errors"])
+    return entry
 
 
 def passed_levels(output_dir, levels):
@@ -618,6 +675,17 @@ def run_levels(module, p, plan_levels, env, driver=None, on_level=None, on_round
                         done = True
             if done:
                 break  # every level ran: the caller takes the sampler's last sample, then stops the driver
+            if bench_progress.controller_gone(p["output_dir"], p.get("controller_timeout"), time.time()):
+                # nobody follows the job any more (a double Ctrl-C, an API cancel, a killed controller): it stops
+                # rather than load the server unseen; the levels that ended keep their summaries (level_at_end)
+                proc.kill()
+                proc.wait()
+                for lv in pending:
+                    outcomes.setdefault(lv["concurrency"], {"t_start": None})
+                    outcomes[lv["concurrency"]].update(rc=None, t_end=time.time(), stopped=True,
+                                                       not_run=lv["concurrency"] != current, error=GONE_ERROR
+                                                       % p["controller_timeout"])
+                return outcomes, None
             if current is not None and time.monotonic() - level_started > p["level_timeout"]:
                 proc.kill()
                 timed_out = True
@@ -691,6 +759,7 @@ def main():
             rerun=dict(type="bool", default=False),
             gated=dict(type="bool", default=False),
             gate_timeout=dict(type="float", default=600.0),
+            controller_timeout=dict(type="float", default=0.0),
             job_key=dict(type="str", no_log=False),
             telemetry=dict(type="bool", default=True),
             telemetry_interval_ms=dict(type="int", default=250),
@@ -705,6 +774,7 @@ def main():
         supports_check_mode=False,
     )
     p = module.params
+    os.umask(0o077)  # every file of the benchmark (this module's, the client's, the sampler's) is 0600
     started = time.monotonic()
     empty = dict(state="error", levels=[], tokenizer={}, sampler={}, model=None, overhead_s_per_level=None,
                  crash={}, elapsed=0.0, gated_s=0.0)
@@ -717,8 +787,7 @@ def main():
 
     # ---- bad input, before any request
     try:
-        counts = p["num_prompts"]
-        counts = None if not counts else (counts[0] if len(counts) == 1 else counts)
+        counts = bs.prompt_counts(p["num_prompts"])
         sized = p["precision"] > 0 and counts is None
         if sized:  # each level's first round is its pilot; the rounds after it are sized from what it gave
             bs.plan_levels(p["concurrency"], None)  # the same checks of the levels
@@ -760,7 +829,7 @@ def main():
     host = "[%s]" % p["host"] if ":" in p["host"] and not p["host"].startswith("[") else p["host"]
     base = "http://%s:%d" % (host, p["port"])
     try:
-        os.makedirs(p["output_dir"], exist_ok=True)
+        private_dir(p["output_dir"])
     except OSError as exc:
         fail("sglang_bench: cannot create output_dir %s: %s" % (p["output_dir"], exc))
     # ---- one benchmark in this directory: one that an interrupted controller left running is stopped first
@@ -771,7 +840,7 @@ def main():
         fail("sglang_bench: %s: stop it, or choose another output_dir" % exc)
     reused = {} if p["rerun"] else passed_levels(p["output_dir"], levels)
     progress_path = os.path.join(p["output_dir"], bench_progress.PROGRESS_FILE)
-    for name in (bench_progress.STOP_FILE, bench_progress.GO_FILE):
+    for name in (bench_progress.STOP_FILE, bench_progress.GO_FILE, bench_progress.HEARTBEAT_FILE):
         try:
             os.unlink(os.path.join(p["output_dir"], name))  # a request to an earlier run (before its progress below)
         except OSError:
@@ -858,6 +927,11 @@ def main():
                 record = bs.last_json_line(_read(lv["files"]["jsonl"]))
             parsed = bs.parse_result(record, lv["num_prompts"]) if record is not None and lv else {}
             ok = bool(parsed.get("ok")) and not event.get("error")
+            if lv and ok:
+                try:
+                    _write_json(lv["files"]["summary"], level_at_end(concurrency, lv["num_prompts"], parsed))
+                except (IOError, OSError):
+                    pass  # the job's end writes it (or the level runs again)
             last_end[0] = event.get("t") or last_end[0]
             tell(concurrency, "done" if ok else "failed", t_end=event.get("t"), ok=ok,
                  figures=bench_progress.brief(parsed.get("figures")), error=event.get("error"))
@@ -947,7 +1021,10 @@ def main():
             level["stats"] = bst.level_stats(rounds, c, p["precision"])
             level["stats"]["sized"] = bool(lv.get("sized"))
             level["stats"]["ended_by"] = sizing_end(lv, level["stats"])
-            _write_json(files["result"], dict(bs.trim_record(record), rounds=level["rounds"]))
+            known = [p["api_key"]] if p["api_key"] else []
+            _write_json(files["result"], dict(bs.trim_record(record, known), rounds=level["rounds"]))
+            # the raw output holds the server's API key (server_info): redacted on the host as well
+            _write_text(files["jsonl"], bs.redact_lines(_read(files["jsonl"]), known))
         else:
             level["errors"] = [{"error": e, "count": 1} for e in (bs.stdout_errors(log) or
                                                                   [outcome.get("error") or "no result line"])]

@@ -23,6 +23,8 @@ description:
     C(async_status mode=cleanup) does (each benchmark's would otherwise stay in the async directory); the task
     fails when the job failed, with the job's message. A job whose benchmark process is gone without a result (the host rebooted, it was killed) fails
     with that said.
+  - Every call touches C(controller.alive) in O(output_dir) - a job started with C(controller_timeout) stops itself
+    when these calls stop coming (its controller is gone).
   - Progress left in O(output_dir) by an earlier run is never reported as this job's (it predates the job).
   - Asked to stop (O(stop), or the controller file O(stop_file) exists), it asks the benchmark to stop after the
     level that runs (a C(stop) file in O(output_dir)); the job then fails with C(state=stopped) and
@@ -181,6 +183,7 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    os.umask(0o077)  # what it writes into the benchmark's output directory (the stop and seen files) is 0600
 
     def fail(msg, finished=True, progress=None, stop_requested=False):
         module.fail_json(msg="sglang_bench_wait: %s" % msg, finished=finished, progress=progress,
@@ -203,6 +206,11 @@ def main():
                 fh.write("asked at %.3f\n" % time.time())
         except (IOError, OSError) as exc:
             fail("cannot ask the benchmark to stop (%s)" % exc, finished=False)
+    if not module.check_mode:
+        try:
+            bench_progress.beat(p["output_dir"], time.time())  # the job stops itself when these stop coming
+        except (IOError, OSError):
+            pass
     deadline = time.monotonic() + (0 if module.check_mode else p["wait"])
     gone_since = None
     doc = None

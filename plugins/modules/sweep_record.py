@@ -22,7 +22,11 @@ description:
     conditions as RV(stop_server); never in check mode).
   - O(state=resume) computes the point's configuration hash (RV(config_hash) - launch, benchmark settings, stack
     lock) and answers whether a passing record with that hash exists (RV(skip) - then the point is skipped, unless
-    the sweep's C(rerun)).
+    the sweep's C(rerun)); that record is returned again (RV(moesweep_record), with C(resumed)) for the callback to
+    write as the point's latest, so the summary, the restore and the exit status read the configuration asked for.
+  - O(state=start) answers RV(stopped=true) too when a record of the sweep could not be written (it was kept aside,
+    see the C(moesweep.sweep.results) callback) - no point runs that could not be recorded. Resume and the restore
+    read kept records as well as C(points.jsonl).
   - O(state=point) builds the point's record (RV(moesweep_record), see docs/results.md) from what each stage
     returned or the task that failed, with secrets redacted, and returns it with its RV(artifacts).
     When the next point of this host starts its own server anyway (the plan's C(starts_server), no passing record
@@ -39,6 +43,9 @@ description:
     C(interconnect.jsonl) in the sweep's directory unless the sweep's C(rerun)); with O(interconnect) (the result of
     M(moesweep.sweep.interconnect_facts)) it returns that measurement's record, which the callback appends to
     C(interconnect.jsonl).
+  - O(state=verify) fails when a record of this run (O(written)) did not reach C(points.jsonl) - kept aside (their
+    paths named in RV(moesweep_unrecorded)) or written nowhere - so a sweep that could not record never ends with
+    success.
 version_added: 0.1.0
 author:
   - moesweep contributors (!UNKNOWN)
@@ -51,7 +58,7 @@ options:
     description: What to do.
     type: str
     required: true
-    choices: [start, previous, resume, stop_check, point, restore_plan, restore, interconnect]
+    choices: [start, previous, resume, stop_check, point, restore_plan, restore, interconnect, verify]
   sweep:
     description: The plan from M(moesweep.sweep.sweep_plan).
     type: dict
@@ -155,6 +162,19 @@ options:
     description: The node group plan (M(moesweep.sweep.sglang_preflight)'s C(nodes)), kept in the record's C(nodes).
     type: dict
     default: {}
+  recorder:
+    description:
+      - For O(state=resume) - whether this host writes the point's records (a node group's ranks other than its
+        recorder do not), so a skipped point's record is written again once.
+    type: bool
+    default: true
+  written:
+    description:
+      - For O(state=verify) - the records of this run (C(kind), C(point), C(finished) of each), each of which must be
+        in C(points.jsonl).
+    type: list
+    elements: dict
+    default: []
   running_point:
     description: For O(state=restore_plan) - the point whose unit the host has now (empty - none or unknown).
     type: str
@@ -239,6 +259,12 @@ started_at:
   description: When the point started (seconds since the epoch).
   returned: when state is start, unless stopped
   type: float
+simulated:
+  description:
+    - For O(state=start) - the host is simulated (C(moesweep_simulated)); the records the callback writes itself for the
+      point (C(interrupted), C(unreachable)) carry it.
+  returned: when state is start, unless stopped
+  type: bool
 stopped:
   description: For O(state=start) - the sweep was asked to stop, so this point does not run.
   returned: when state is start
@@ -250,8 +276,10 @@ moesweep_stop:
   type: bool
   sample: true
 moesweep_record:
-  description: The record (docs/results.md), for O(state=point) and O(state=restore).
-  returned: when state is point or restore
+  description:
+    - The record (docs/results.md), for O(state=point) and O(state=restore); for O(state=resume), the passing record
+      the skipped point stands on (with C(resumed)).
+  returned: when state is point or restore, or resume skips the point on its recorder
   type: dict
 key:
   description: For O(state=interconnect) - the NCCL environment and TP size hashed, what a measurement is recorded under.
@@ -266,6 +294,11 @@ measurement:
   description: For O(state=interconnect) - the measurement found, or the record of the one given.
   returned: when state is interconnect
   type: dict
+moesweep_unrecorded:
+  description: For O(state=verify) - the paths of this host's records that were kept aside (the task fails).
+  returned: when state is verify and a record did not reach points.jsonl
+  type: list
+  elements: str
 artifacts:
   description: Artifact name to text, written beside the record.
   returned: when state is point or restore

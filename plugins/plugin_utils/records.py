@@ -168,18 +168,27 @@ def config_hash(launch_hash, bench_settings, lock_sha256):
 # ------------------------------------------------------------------------------------------------ reading
 
 
+def whole_lines(data):
+    """The lines of a points.jsonl's bytes that hold a whole record: a last line without its newline counts when it
+    parses (a file edited by hand, or cut right after its closing brace), and is dropped only when torn mid-record."""
+    lines = data.split(b"\n")
+    if lines and lines[-1] != b"":
+        try:
+            json.loads(lines[-1].decode("utf-8"))
+        except ValueError:
+            lines = lines[:-1]  # torn mid-record: a crash during an older writer's append
+    return [line for line in lines if line.strip()]
+
+
 def read_points(path):
-    """The records of a points.jsonl (a last line without newline, a crash mid-append, is skipped)."""
+    """The records of a points.jsonl (a torn last line, a crash mid-append, is skipped; a whole one is read)."""
     try:
         with open(path, "rb") as fh:
             data = fh.read()
     except (IOError, OSError):
         return []
     out = []
-    lines = data.split(b"\n")
-    if lines and lines[-1] != b"":
-        lines = lines[:-1]  # torn last line
-    for raw in lines:
+    for raw in whole_lines(data):
         raw = raw.strip()
         if not raw:
             continue
@@ -188,6 +197,55 @@ def read_points(path):
         except ValueError:
             continue
     return out
+
+
+UNWRITTEN_ENV = "MOESWEEP_UNWRITTEN_DIR"
+
+
+def unwritten_dir(sweep_id, environ=None):
+    """Where this controller keeps the records of ``sweep_id`` that could not reach its points.jsonl (a results
+    directory that turned read-only, a full disk, one that could not be created): ``$MOESWEEP_UNWRITTEN_DIR``, else
+    ``$XDG_STATE_HOME/moesweep/unwritten`` (XDG Base Directory Specification: state that outlives a run), else
+    ``~/.local/state/moesweep/unwritten``; one directory per sweep id. The next run of the sweep that can write its
+    results puts them into points.jsonl; until then the sweep's checks (resume, restore, the run's end) read them."""
+    environ = os.environ if environ is None else environ
+    base = environ.get(UNWRITTEN_ENV)
+    if not base:
+        state = environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+        base = os.path.join(state, "moesweep", "unwritten")
+    return os.path.join(base, str(sweep_id))
+
+
+def kept_records(sweep_id, environ=None):
+    """[(path, record)] of the records of ``sweep_id`` kept by ``unwritten_dir``, in the order they were kept."""
+    directory = unwritten_dir(sweep_id, environ)
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.endswith(".json"))
+    except (IOError, OSError):
+        return []
+    out = []
+    for name in names:
+        path = os.path.join(directory, name)
+        try:
+            with open(path) as fh:
+                out.append((path, json.load(fh)))
+        except (IOError, OSError, ValueError):
+            continue
+    return out
+
+
+def all_records(points_path, sweep_id):
+    """The sweep's records: points.jsonl's, then the ones kept aside because they could not be written there. Every
+    decision of a sweep (resume, the restore) reads these, so a record that could not be written still counts."""
+    return read_points(points_path) + [rec for _, rec in kept_records(sweep_id)]
+
+
+def resumed_record(found):
+    """The record a skipped point stands on, written again as its latest (``resumed``: when): the summary, the
+    restore and the exit status then see the configuration this run asked for, not a later record of another one."""
+    record = dict(found)
+    record["resumed"] = now_iso()
+    return record
 
 
 def passing_record(records, host, config):
@@ -364,13 +422,13 @@ def point_status(stage, failed_result, readiness, smoke, benchmark, preflight, a
     if smoke_state == "bad_output":
         return "bad_output", None
     if smoke_state == "server_died":
-        return "crashed", ((smoke.get("crash") or {}).get("cause") or "other")
+        return _after_ready(smoke.get("crash"))
     accuracy_state = (accuracy or {}).get("state")
     if accuracy_state == "server_died":
-        return "crashed", ((accuracy.get("crash") or {}).get("cause") or "other")
+        return _after_ready(accuracy.get("crash"))
     bench_state = (benchmark or {}).get("state")
     if bench_state == "server_died":
-        return "crashed", ((benchmark.get("crash") or {}).get("cause") or "other")
+        return _after_ready(benchmark.get("crash"))
     if accuracy_state == "bad_accuracy":
         return "bad_accuracy", None
     if bench_state == "invalid_gpu_state":
@@ -383,6 +441,16 @@ def point_status(stage, failed_result, readiness, smoke, benchmark, preflight, a
             and (not accuracy or accuracy_state == "ok"):
         return PASSED, None
     return "failed", None
+
+
+def _after_ready(crash):
+    """(status, cause) of a server that stopped answering after it was ready, from the judge of its unit's run
+    (readiness.judge_entries): ``crashed`` when the run crashed or the unit is gone; ``hang`` when the unit still runs
+    and its journal shows no crash (a server that stalls: requests time out, nothing exits)."""
+    crash = crash or {}
+    if crash.get("state") and crash["state"] != "crashed" and crash.get("unit_gone") is False:
+        return "hang", None
+    return "crashed", crash.get("cause") or "other"
 
 
 def stage_of(task_action, failed_result=None):

@@ -78,12 +78,18 @@ def points_path(path_or_dir):
 
 
 def parse_points(text, source="points.jsonl"):
-    """Records from the text of a points.jsonl. A last line without a newline is a crash mid-append and is
-    skipped; blank lines are skipped; any other line that is not a JSON object raises ResultsError."""
+    """Records from the text of a points.jsonl. A last line without a newline is read when it is a whole JSON
+    object, and skipped when torn (a crash mid-append); blank lines are skipped; any other line that is not a JSON
+    object raises ResultsError."""
     records = []
     lines = text.split("\n")
-    torn = lines.pop()  # after the last newline: "" for a complete file, else a torn append
-    del torn
+    last = lines.pop()  # after the last newline: "" for a complete file
+    if last.strip():
+        try:
+            json.loads(last)
+            lines.append(last)
+        except ValueError:
+            pass  # torn mid-append
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -449,6 +455,20 @@ def decisive(record):
             if isinstance(reason, dict) and reason.get("status") in ("unsupported", "unknown"):
                 return "%s: %s" % (reason.get("rule"), _first_line(reason.get("reason")))
         return _first_line(record.get("failed_msg")) or "refused by the preflight"
+    # a server that was ready, then died or stalled during the smoke check or the benchmark: its readiness line is
+    # the ready line, never the reason; the judge of its run after the fact (the stage's crash) is
+    late = {}
+    if readiness.get("state") == "ready":
+        for stage in (smoke, record.get("accuracy") or {}, record.get("benchmark") or {}):
+            if stage.get("state") == "server_died":
+                late = stage.get("crash") or {}
+                break
+    if status == "crashed" and late:
+        line = _first_line(late.get("decisive_line")) if late.get("state") == "crashed" else ""
+        return "after ready: " + (line or _first_line(record.get("failed_msg")) or "the server died")
+    if status == "hang" and readiness.get("state") == "ready":
+        return "after ready: the unit runs but stopped answering" + (
+            ": " + _first_line(record.get("failed_msg")) if record.get("failed_msg") else "")
     if status == "crashed":
         line = _first_line(readiness.get("decisive_line"))
         where = readiness.get("phase")

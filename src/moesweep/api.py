@@ -159,6 +159,12 @@ class SweepResult:
     status: str | None = None
     interrupted: bool = False
     runner_dir: str | None = None
+    # What this run did (None for results loaded from disk): the points it recorded or skipped and the restores it
+    # recorded, from its own events, whether or not their records reached points.jsonl; its exit status reads these.
+    run_points: list[PointResult] | None = None
+    run_restores: list[RestoreResult] | None = None
+    # The records of this run that could not be written to points.jsonl: where each was kept (or why not).
+    unrecorded: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> list[PointResult]:
@@ -226,7 +232,10 @@ def load_results(path: str | os.PathLike) -> SweepResult:
     if not points_file.is_file():
         raise MoesweepError(f"no {_records.POINTS_FILE} in {path}: give a sweep's results directory "
                             "(results/<sweep_id>) or its points.jsonl")
-    recs = _records.read_points(str(points_file))
+    return _result_from_records(_records.read_points(str(points_file)), points_file.parent)
+
+
+def _result_from_records(recs: list, directory: Path | None) -> SweepResult:
     latest: dict = {}
     restores = []
     for rec in recs:
@@ -235,7 +244,7 @@ def load_results(path: str | os.PathLike) -> SweepResult:
         elif rec.get("kind") == "point":
             latest[(rec.get("host"), rec.get("point"))] = rec
     sweep_id = next((r.get("sweep_id") for r in recs if r.get("sweep_id")), None)
-    return SweepResult(sweep_id=sweep_id, directory=points_file.parent,
+    return SweepResult(sweep_id=sweep_id, directory=directory,
                        points=[PointResult.from_record(r) for r in latest.values()], restores=restores)
 
 
@@ -330,7 +339,8 @@ def events_from_runner(event: dict, state: dict) -> list[Event]:
             state[host] = res.get("point")
             out.append(Event("point_started", host=host, point=res.get("point")))
         elif ev == "resume" and res.get("skip"):
-            out.append(Event("skipped", host=host, point=res.get("point"), detail={"msg": res.get("msg")}))
+            out.append(Event("skipped", host=host, point=res.get("point"), record=res.get("moesweep_record"),
+                             detail={"msg": res.get("msg")}))
         elif ev == "record":
             rec = res.get("moesweep_record") or {}
             if rec.get("kind") == "restore":
@@ -343,8 +353,10 @@ def events_from_runner(event: dict, state: dict) -> list[Event]:
     elif kind == "runner_retry" and data.get("task_action") == BENCH_WAIT:
         out += level_events(host, state, res)
     elif kind == "runner_on_failed" and not data.get("ignore_errors"):
-        out.append(Event("failed", host=host, point=state.get(host), detail={"task": data.get("task"),
-                                                                             "msg": res.get("msg")}))
+        detail = {"task": data.get("task"), "msg": res.get("msg")}
+        if "moesweep_unrecorded" in res:
+            detail["unrecorded"] = list(res.get("moesweep_unrecorded") or []) or [res.get("msg")]
+        out.append(Event("failed", host=host, point=state.get(host), detail=detail))
     elif kind in ("verbose", "error") and "ERROR" in (event.get("stdout") or ""):
         # ansible's own errors outside any task: no host matched, a syntax error, an undefined variable
         text = " ".join((event.get("stdout") or "").split())
@@ -487,8 +499,16 @@ def iter_sweep(inventory, backends, *, results_dir: str | os.PathLike = "results
     plan: dict = {}
     stop_file: list = []
 
+    ran: dict = {"points": {}, "restores": [], "unrecorded": []}
+
     def on_event(ev):
         for e in events_from_runner(ev, state):
+            if e.kind in ("point_finished", "skipped") and e.record:
+                ran["points"][(e.host, e.point)] = PointResult.from_record(e.record)
+            elif e.kind == "restore" and e.record:
+                ran["restores"].append(RestoreResult.from_record(e.record))
+            elif e.kind == "failed" and e.detail.get("unrecorded"):
+                ran["unrecorded"] += e.detail["unrecorded"]
             if e.kind == "plan":
                 plan.update(e.detail)
                 stop_file[:] = [Path(e.detail["dir"]) / _records.STOP_FILE]
@@ -523,8 +543,11 @@ def iter_sweep(inventory, backends, *, results_dir: str | os.PathLike = "results
     if "error" in box:
         raise box["error"]
     run = box["run"]
-    if plan.get("dir") and Path(plan["dir"], _records.POINTS_FILE).is_file():
-        result = load_results(plan["dir"])
+    kept = _records.kept_records(plan["sweep_id"]) if plan.get("sweep_id") else []
+    if plan.get("dir") and (Path(plan["dir"], _records.POINTS_FILE).is_file() or kept):
+        # the records kept aside (they could not be written) are the sweep's too
+        result = _result_from_records(_records.all_records(str(Path(plan["dir"], _records.POINTS_FILE)),
+                                                           plan["sweep_id"]), Path(plan["dir"]))
     else:
         result = SweepResult(sweep_id=plan.get("sweep_id"), directory=Path(plan["dir"]) if plan.get("dir") else None,
                              points=[], restores=[])
@@ -533,6 +556,8 @@ def iter_sweep(inventory, backends, *, results_dir: str | os.PathLike = "results
         result.interrupted = True
     result.rc, result.status = run.rc, run.status
     result.interrupted = result.interrupted or run.canceled
+    result.run_points, result.run_restores = list(ran["points"].values()), ran["restores"]
+    result.unrecorded = ran["unrecorded"]
     yield Event("done", detail={"result": result, "rc": run.rc, "status": run.status})
 
 

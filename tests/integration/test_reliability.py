@@ -248,36 +248,50 @@ def test_8_a_second_sweep_on_the_same_host_is_refused_naming_who_holds_it(host, 
     assert second.returncode == 2, text[-3000:]
     words = " ".join(text.split())
     assert "is being swept by" in words and "since" in words and "sweep-" in words, words[-2000:]
+    assert "moesweep sweep --break-lock " in words and "-e sweep_lock_break=" in words, words[-2000:]
     assert lines(second_dir, "point") == []
     assert first.returncode == 0, out[-3000:]
     assert [p["status"] for p in lines(first_dir, "point")] == ["passed"]
 
 
-def test_9_results_that_turn_read_only_stop_the_sweep_and_keep_the_record(host, tmp_path):
+def test_9_results_that_turn_read_only_stop_the_sweep_keep_the_record_and_fail_the_run(host, tmp_path, monkeypatch):
+    """A record that cannot be written is kept where the sweep finds it, the sweep stops before its next point, the
+    restore still decides on it, the run exits 4 naming the kept file; the next run puts it into points.jsonl and
+    resumes from it (re-probe #37 item 1)."""
+    kept_dir = tmp_path / "kept"
+    monkeypatch.setenv("MOESWEEP_UNWRITTEN_DIR", str(kept_dir))
     results = tmp_path / "ro"
     results.mkdir()
+    settings = settings_file(tmp_path, sglang_server_extra_environment={"MOESWEEP_SIM_TIME_SCALE": "0.3"})
     subprocess.run(["mount", "--bind", str(results), str(results)], check=True)
     try:
-        proc = cli(host, results, "--backends", "triton,flashinfer_cutedsl", "--rerun",
-                   settings=settings_file(tmp_path, sglang_server_extra_environment={
-                       "MOESWEEP_SIM_TIME_SCALE": "0.3"}))
+        proc = cli(host, results, "--backends", "triton,flashinfer_cutedsl", "--rerun", settings=settings)
         wait_for(lambda: list(results.glob("*/.inflight/*__triton.json")), what="the first point to start")
         subprocess.run(["mount", "-o", "remount,bind,ro", str(results)], check=True)
         text = proc.communicate(timeout=600)[0]
     finally:
         subprocess.run(["umount", str(results)], check=False)
-    assert proc.returncode not in (0, 130), text[-3000:]
+    assert proc.returncode == 4, text[-3000:]
     words = " ".join(text.split())
-    assert "Traceback" not in text and "moesweep-unwritten-" in words, words[-3000:]
-    kept = [w.strip(".,;:()'\"") for w in words.split() if "moesweep-unwritten-" in w]
-    path = Path(kept[0])
-    assert path.is_file() and oct(path.stat().st_mode & 0o777) == "0o600", kept
-    kept_record = json.loads(path.read_text())  # the record that could not reach the results, whole
-    assert kept_record["kind"] == "point" and kept_record["point"] == "triton", kept_record
-    assert kept_record["status"] == "passed" and kept_record["readiness"]["state"] == "ready", kept_record["status"]
-    # the sweep stopped: the second point never started (nothing of it was kept either)
-    assert not list(path.parent.parent.glob("moesweep-unwritten-*/*__flashinfer_cutedsl.json"))
+    assert "Traceback" not in text and "could NOT be written" in words, words[-3000:]
+    kept = sorted(kept_dir.glob("*/*.json"))
+    assert len(kept) == 2, kept  # the point's record and the restore's
+    for path in kept:
+        assert str(path) in words and oct(path.stat().st_mode & 0o777) == "0o600", (path, words[-3000:])
+    point, restore = (json.loads(p.read_text()) for p in kept)  # in the order they were kept, whole
+    assert point["kind"] == "point" and point["point"] == "triton" and point["status"] == "passed", point
+    # the sweep stopped before its second point; the restore decided on the kept record
     assert "flashinfer_cutedsl: started" not in words
+    assert restore["kind"] == "restore" and restore["point"] == "triton" and restore["status"] == "passed", restore
+    # writable again: the same sweep puts the kept records in, skips the point that passed, runs the other one
+    again = cli(host, results, "--backends", "triton,flashinfer_cutedsl", settings=settings)
+    text = again.communicate(timeout=600)[0]
+    assert again.returncode == 0, text[-3000:]
+    points = lines(results, "point")
+    assert [(p["point"], p["status"]) for p in points][:1] == [("triton", "passed")], points
+    assert [p["point"] for p in points if not p.get("resumed")] == ["triton", "flashinfer_cutedsl"], (
+        [(p["point"], p["config_hash"], p.get("resumed"), p["finished"]) for p in points], text[-3000:])
+    assert not list(kept_dir.glob("*/*.json"))
 
 
 # ------------------------------------------------------------------------------------------------ secrets
@@ -336,3 +350,34 @@ def test_13_a_public_bind_without_a_key_is_warned_about_and_the_unit_comes_back_
     run, out = sweep_point(host, "flashinfer_cutlass", sglang_server_enabled=False)
     assert host.sh(host.names[0], "systemctl is-enabled sglang.service").stdout.strip() == "disabled"
     sweep_point(host, "flashinfer_cutlass")
+
+
+# ------------------------------------------------------------------------------------------------ re-probe #37
+
+
+def test_37_check_diff_changes_nothing_records_nothing_and_passes(host, tmp_path):
+    """`ansible-playbook sweep.yml --check --diff` on a serving host: exit 0, no results file named that is never
+    written, no FAILED - RETRYING line, and the host exactly as it was (re-probe #37 item 7)."""
+    before = serving(host)
+    results = tmp_path / "results"
+    run = host.playbook("sweep.yml", "--check", "--diff", "-e", f"@{settings_file(tmp_path)}",
+                        "-e", "backends=[triton,flashinfer_cutlass]", "-e", f"results_dir={results}", check=False)
+    text = run.stdout + run.stderr
+    assert run.returncode == 0, text[-4000:]
+    assert "FAILED - RETRYING" not in text and str(results) not in text, text[-4000:]
+    assert "check mode, nothing ran or was recorded: the preflight accepts every point" in text
+    assert not list(results.glob("*/points.jsonl"))
+    assert state(host) == before
+
+
+def test_37_a_sweep_of_refused_points_never_touches_the_running_server(host, tmp_path):
+    """Every point refused by the preflight: the healthy server that ran before the sweep keeps running, the same
+    process (a restart is a full model load on a real host), and the run fails naming the refusal."""
+    before = serving(host)
+    pid = host.sh(host.names[0], "systemctl show sglang.service -p MainPID --value").stdout.strip()
+    proc = cli(host, tmp_path / "results", "--backends", "flashinfer_trtllm", settings=settings_file(tmp_path))
+    text = proc.communicate(timeout=600)[0]
+    assert proc.returncode == 1, text[-3000:]
+    assert [p["status"] for p in lines(tmp_path / "results", "point")] == ["refused"]
+    assert state(host) == before, text[-3000:]
+    assert host.sh(host.names[0], "systemctl show sglang.service -p MainPID --value").stdout.strip() == pid

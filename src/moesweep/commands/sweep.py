@@ -6,7 +6,11 @@ Exit status:
   1  the sweep ran, but some points did not pass (each is recorded with its cause)
   2  the sweep could not run at all (bad input, no host, ansible missing): nothing was changed
   3  the points are recorded, but leaving the host on a known-good configuration failed
+  4  records of this run could not be written to the results directory (each is kept where the run says; the
+     next run of the same sweep puts them in and runs the points not run)
   130 interrupted (Ctrl-C): the running point is recorded ``interrupted``
+Each run's status is told from what that run did: the points it ran or skipped and its own restore, never from
+another run's records of the same sweep.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import time
 from pathlib import Path
 
 EXIT_OK, EXIT_POINTS_FAILED, EXIT_CANNOT_RUN, EXIT_RESTORE_FAILED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_UNRECORDED = 4
 
 
 def register(sub) -> None:
@@ -41,6 +46,9 @@ def register(sub) -> None:
     p.add_argument("-e", "--extra-var", action="append", default=[], metavar="KEY=VALUE|@FILE",
                    help="extra variable for every point, as ansible-playbook -e (repeatable; @FILE reads a YAML/JSON "
                         "vars file, the way to pass secrets such as sglang_server_hf_token)")
+    p.add_argument("--break-lock", default=None, metavar="ID",
+                   help="break the host's sweep lock held by ID (the id a busy lock's message names) when that sweep "
+                        "is dead: only that lock, never one taken since")
     p.add_argument("--vault-password-file", default=None, help="password file for vaulted vars files")
     p.add_argument("--json", action="store_true", help="print the result as JSON (no live display)")
     p.add_argument("--no-progress", action="store_true", help="no live display, one line per event")
@@ -198,6 +206,8 @@ def run(args) -> int:
     try:
         backends = parse_backends(args.backends)
         extra, files = parse_extra(args.extra_var)
+        if args.break_lock:
+            extra["sweep_lock_break"] = args.break_lock
         for clash in ("backend", "backends"):
             if clash in extra:
                 raise BadInput(f"-e {clash}=... beside --backends: give the backends with --backends only")
@@ -253,15 +263,21 @@ def report(args, result, failures) -> int:
             why or "no host answered (check the inventory's gpu_hosts group and --limit)"), file=sys.stderr)
         return EXIT_CANNOT_RUN
     points = [p for p in result.points]
-    restore_failed = any(r.status != "passed" for r in result.restores)
+    # this run's own points and restores (results loaded from disk have only the sweep's)
+    ran = result.run_points if result.run_points is not None else points
+    restores = result.run_restores if result.run_restores is not None else result.restores
+    restore_failed = any(r.status != "passed" for r in restores)
     unreachable = sorted({f.host for f in failures if f.detail.get("unreachable") and f.host})
+    unrecorded = list(result.unrecorded or []) or [x for f in failures for x in (f.detail.get("unrecorded") or [])]
     if result.interrupted or result.status == "canceled":
         code = EXIT_INTERRUPTED
+    elif unrecorded:
+        code = EXIT_UNRECORDED
     elif restore_failed:
         code = EXIT_RESTORE_FAILED
-    elif any(not p.passed for p in points) or unreachable:
+    elif any(not p.passed for p in ran) or unreachable:
         code = EXIT_POINTS_FAILED
-    elif not points:
+    elif not ran:
         code = EXIT_CANNOT_RUN
     else:
         code = EXIT_OK
@@ -270,25 +286,29 @@ def report(args, result, failures) -> int:
               if not f.point and f.detail.get("msg") and not (f.detail.get("task") or "").startswith(CLOSING_TASK)]
     if args.json:
         print(json.dumps({"sweep_id": result.sweep_id, "results": str(result.directory), "exit": code,
-                          "interrupted": result.interrupted, "errors": errors,
+                          "interrupted": result.interrupted, "errors": errors, "unrecorded": unrecorded,
                           "points": [{"host": p.host, "point": p.point, "backend": p.backend, "status": p.status,
                                       "cause": p.cause, "simulated": p.simulated,
                                       "levels": [{"concurrency": lv.concurrency, "ok": lv.ok,
                                                   "output_throughput": lv.figures.get("output_throughput")
                                                   if lv.ok else None} for lv in p.levels]} for p in points],
                           "restores": [{"host": r.host, "action": r.action, "point": r.point, "status": r.status,
-                                        "reason": r.reason} for r in result.restores]}, indent=1, default=str))
+                                        "reason": r.reason} for r in restores]}, indent=1, default=str))
         return code
     recs = [p.record for p in points] + [r.record for r in result.restores]
     if recs:
         print(summary.render_text(summary.summary_rows(recs)))
-    for r in result.restores:
+    for r in restores:
         print(f"{r.host}: left on {r.point or r.action} ({r.status}): {r.reason}")
     for host in unreachable:
         print(f"{host}: UNREACHABLE - its points did not run (check SSH to it)")
     print(f"results: {result.directory}")
     for text in errors:
         print(f"moesweep sweep: error: {text}", file=sys.stderr)
+    if code == EXIT_UNRECORDED:
+        print(f"moesweep sweep: records of this run could NOT be written to {result.directory}: see the errors above "
+              "for where each is kept; make the directory writable (or free space) and run the same command again",
+              file=sys.stderr)
     if code == EXIT_RESTORE_FAILED:
         print("moesweep sweep: the host is NOT on a known-good configuration: see the restore record", file=sys.stderr)
     if code == EXIT_INTERRUPTED:

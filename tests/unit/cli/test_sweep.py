@@ -74,6 +74,34 @@ def test_exit_codes(points, restores, interrupted, code, capsys):
     assert f'"exit": {code}' in capsys.readouterr().out
 
 
+def test_the_exit_status_is_told_from_this_run_alone(capsys):
+    """#37 item 4: an earlier run's failed restore (in points.jsonl) does not make this passing run exit 3; item 5:
+    this run's crashed point is not hidden by an earlier passing record of the same point."""
+    earlier = [point("passed")]
+    result = api.SweepResult("s", Path("/r/s"), earlier, [restore("failed"), restore("passed")], status="successful",
+                             run_points=[point("passed")], run_restores=[restore("passed")])
+    assert sweep.report(ARGS, result, []) == 0
+    capsys.readouterr()
+    crashed = api.PointResult.from_record({"kind": "point", "host": "h", "point": "p-passed", "status": "crashed"})
+    result = api.SweepResult("s", Path("/r/s"), earlier, [restore("passed")], status="failed",
+                             run_points=[crashed], run_restores=[restore("passed")])
+    assert sweep.report(ARGS, result, []) == 1
+
+
+def test_records_that_could_not_be_written_exit_4_naming_where_they_are(capsys):
+    """#37 item 1: the points passed, but a record could not reach points.jsonl."""
+    result = api.SweepResult("s", Path("/r/s"), [point("passed")], [restore("passed")], status="failed",
+                             run_points=[point("passed")], run_restores=[restore("passed")],
+                             unrecorded=["/home/u/.local/state/moesweep/unwritten/s/1__h__p.json"])
+    verify = api.Event("failed", host="h", detail={
+        "task": "Check that every record of this run reached points.jsonl",
+        "msg": "1 record(s) of h could not be written to /r/s/points.jsonl and are kept in /home/u/.local/state/...",
+        "unrecorded": ["/home/u/.local/state/moesweep/unwritten/s/1__h__p.json"]})
+    assert sweep.report(SimpleNamespace(json=False), result, [verify]) == 4
+    err = capsys.readouterr().err
+    assert "are kept in /home/u/.local/state" in err and "could NOT be written" in err
+
+
 def test_could_not_run_names_the_reason(capsys):
     failed = api.Event("failed", host="h", detail={"msg": "sweep refused before any point ran: x"})
     assert sweep.report(ARGS, None, [failed]) == 2
@@ -85,7 +113,7 @@ def test_help_documents_the_exit_codes(capsys):
         build_parser().parse_args(["sweep", "--help"])
     out = capsys.readouterr().out
     for code in ("0  every point passed", "1  the sweep ran", "2  the sweep could not run", "3  the points",
-                 "130 interrupted"):
+                 "4  records of this run could not be written", "130 interrupted"):
         assert code in out
 
 

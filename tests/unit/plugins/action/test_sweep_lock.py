@@ -25,3 +25,30 @@ def test_take_release_and_steal_always_reach_the_host():
     assert action.refresh_due({"owner": OWNER, "steal": True}, now=1000.0) is True
     assert action.refresh_due({"owner": dict(OWNER, expires="soon"), "lease": 21600}, now=1000.0) is True
     assert action.refresh_due({"owner": OWNER}, now=1000.0) is True  # no lease given: the module's own default
+
+
+def test_a_process_we_may_not_signal_is_alive(monkeypatch):
+    """Another user's sweep on the same controller: kill(pid, 0) fails with EPERM, which means alive (#37 item 3)."""
+
+    def denied(pid, sig):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(action.os, "kill", denied)
+    assert action.pid_alive(1234) is True
+
+
+def test_only_a_gone_holder_of_this_very_controller_is_taken_over():
+    me = {"id": "new", "machine": "m1", "pid": 10}
+    assert action.holder_gone({"id": "old", "machine": "m1", "pid": 2 ** 22 + 12345}, me) is True
+    # same hostname, another machine: never judged from here
+    assert action.holder_gone({"id": "old", "machine": "m2", "pid": 2 ** 22 + 12345, "controller": "localhost"},
+                              dict(me, controller="localhost")) is False
+    # an older lock without a machine id is never taken over from its hostname alone
+    assert action.holder_gone({"id": "old", "pid": 2 ** 22 + 12345, "controller": "localhost"},
+                              dict(me, controller="localhost")) is False
+    import os
+
+    assert action.holder_gone({"id": "old", "machine": "m1", "pid": os.getpid(),
+                               "pid_start": action.process_start(os.getpid())}, me) is False
+    # the pid was reused by another process since: its start time differs
+    assert action.holder_gone({"id": "old", "machine": "m1", "pid": os.getpid(), "pid_start": 1}, me) is True

@@ -101,3 +101,18 @@ def test_spread_false_runs_everything_everywhere(tmp_path):
     plan = run(tmp_path, backends=["triton", "flashinfer_cutlass"], hosts=["a", "b"], host="b",
                host_inputs=_inputs("a", "b"))["moesweep_sweep"]
     assert plan["points"] == ["triton", "flashinfer_cutlass"] and plan["spread"] == "false"
+
+
+@pytest.mark.parametrize("settings,needle", [
+    ({"concurrency": [0, 8], "num_prompts": []}, "positive integers, got 0"),
+    ({"concurrency": [8, 64], "num_prompts": [32]}, "num_prompts 32 is smaller than the concurrency 64"),
+    ({"concurrency": [8], "num_prompts": [], "input_len": 0, "output_len": 8}, "input_len must be a positive"),
+])
+def test_the_benchmark_levels_are_checked_before_any_point_restarts(tmp_path, settings, needle):
+    """#37: a level of 0 or fewer prompts than the concurrency was caught by the benchmark module, after the first
+    point's restart; the plan refuses it with the module's own message."""
+    res = run(tmp_path, backend="triton", concurrency=settings["concurrency"], bench_settings=settings)
+    assert res["failed"] and needle in res["msg"] and "sglang_bench_" in res["msg"], res["msg"]
+    ok = run(tmp_path, backend="triton", bench_settings={"concurrency": [1, 8, 64], "num_prompts": [],
+                                                         "prompts_per_concurrency": 5, "min_prompts": 16})
+    assert not ok.get("failed"), ok

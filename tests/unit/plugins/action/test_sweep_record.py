@@ -1,12 +1,15 @@
-"""sweep_record's interconnect step: whether the host's all-reduce was measured under the point's NCCL environment
-(this run's measurements, then the sweep's interconnect.jsonl, unless the sweep reruns), and the record of a new
-measurement the callback appends."""
+"""sweep_record: a record that could not be written still counts (resume, restore) and fails the run at its end,
+a skipped point's record becomes its latest again (re-probe #37 items 1 and 5); and its interconnect step: whether
+the host's all-reduce was measured under the point's NCCL environment (this run's measurements, then the sweep's
+interconnect.jsonl, unless the sweep reruns), and the record of a new measurement the callback appends."""
 
 from __future__ import annotations
 
 import json
+import os
 from unittest import mock
 
+import pytest
 from ansible_collections.moesweep.sweep.plugins.action import sweep_record as action
 from ansible_collections.moesweep.sweep.plugins.plugin_utils import records
 
@@ -58,3 +61,127 @@ def test_a_new_measurement_becomes_a_record_for_the_callback(tmp_path):
     assert res["moesweep_event"] == "interconnect" and res["moesweep_record"]["kind"] == "interconnect"
     assert res["moesweep_record"]["host"] == "h1" and res["measurement"]["rows"] == m["rows"]
     assert res["msg"] == "h1: all-reduce over 8 GPU(s) under NCCL_P2P_LEVEL=PHB measured in 2.2 s"
+
+
+# ------------------------------------------------------------------------------------------------ #37
+
+
+@pytest.fixture(autouse=True)
+def kept_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv(records.UNWRITTEN_ENV, str(tmp_path / "kept"))
+    return tmp_path / "kept"
+
+
+def sweep(tmp_path, **more):
+    return dict({"sweep_id": "s1", "dir": str(tmp_path / "results" / "s1"), "points": ["a", "b"], "restore": "best",
+                 "reference_concurrency": 8, "starts_server": ["a", "b"]}, **more)
+
+
+def call(**args):
+    task = mock.MagicMock()
+    task.args = args
+    task.check_mode = False
+    plugin = action.ActionModule(task, mock.MagicMock(), mock.MagicMock(), loader=None, templar=None,
+                                 shared_loader_obj=None)
+    with mock.patch.object(action.ActionBase, "run", return_value={}):
+        return plugin.run(task_vars={"inventory_hostname": "h1"})
+
+
+def passed(point, tok, finished="2026-12-06T05:00:00+00:00", config="c1"):
+    return {"kind": "point", "sweep_id": "s1", "host": "h1", "point": point, "status": "passed", "config_hash": config,
+            "finished": finished, "benchmark": {"levels": [{"concurrency": 8, "ok": True,
+                                                            "figures": {"output_throughput": tok}}]}}
+
+
+def keep(kept_dir, record, name):
+    (kept_dir / "s1").mkdir(parents=True, exist_ok=True)
+    (kept_dir / "s1" / name).write_text(json.dumps(record))
+
+
+def write_points(tmp_path, *recs):
+    path = tmp_path / "results" / "s1" / records.POINTS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+
+
+def test_the_restore_decides_on_every_record_kept_or_not(tmp_path, kept_dir):
+    write_points(tmp_path, passed("a", 100.0))
+    keep(kept_dir, passed("b", 200.0), "1__h1__b.json")  # the disk filled up: b's record never reached points.jsonl
+    res = call(state="restore_plan", sweep=sweep(tmp_path))
+    assert res["choice"]["point"] == "b", res["choice"]
+
+
+def test_no_point_starts_once_a_record_could_not_be_written(tmp_path, kept_dir):
+    write_points(tmp_path, passed("a", 100.0))
+    keep(kept_dir, passed("a", 100.0, finished="2026-12-06T05:01:00+00:00"), "1__h1__a.json")
+    res = call(state="start", sweep=sweep(tmp_path), point="b")
+    assert res["stopped"] is True and str(kept_dir / "s1") in res["msg"]
+
+
+def test_verify_fails_naming_the_kept_records_and_the_lost_ones(tmp_path, kept_dir):
+    write_points(tmp_path, passed("a", 100.0))
+    ok = call(state="verify", sweep=sweep(tmp_path),
+             written=[{"kind": "point", "point": "a", "finished": "2026-12-06T05:00:00+00:00"}])
+    assert not ok.get("failed"), ok
+    keep(kept_dir, passed("b", 200.0, finished="2026-12-06T05:02:00+00:00"), "1__h1__b.json")
+    res = call(state="verify", sweep=sweep(tmp_path),
+              written=[{"kind": "point", "point": "a", "finished": "2026-12-06T05:00:00+00:00"},
+                       {"kind": "point", "point": "b", "finished": "2026-12-06T05:02:00+00:00"},
+                       {"kind": "restore", "point": "b", "finished": "2026-12-06T05:03:00+00:00"}])
+    assert res["failed"] and res["moesweep_unrecorded"] == [str(kept_dir / "s1" / "1__h1__b.json")]
+    assert "could be written nowhere" in res["msg"] and "restore b" in res["msg"]
+    assert "run the same sweep again" in res["msg"]
+
+
+def test_a_results_directory_never_created_fails_the_run(tmp_path):
+    """ansible-playbook with a results directory that could not be created: no 'every point passed' (item 1)."""
+    res = call(state="verify", sweep=sweep(tmp_path),
+              written=[{"kind": "point", "point": "a", "finished": "2026-12-06T05:00:00+00:00"}])
+    assert res["failed"] and "written nowhere" in res["msg"]
+
+
+def test_a_skipped_point_stands_on_its_record_again(tmp_path):
+    """Item 5: a crashed record of another configuration came after the passing one of this configuration; the
+    skipped point's record is returned again for the callback to write as the latest."""
+    config = records.config_hash("L", {}, "K")
+    crashed = dict(passed("a", None, finished="2026-12-06T05:05:00+00:00", config="other"), status="crashed")
+    write_points(tmp_path, passed("a", 100.0, config=config), crashed)
+    res = call(state="resume", sweep=sweep(tmp_path), point="a", launch_hash="L", bench_settings={}, lock_sha256="K")
+    assert res["skip"] and res["moesweep_record"]["status"] == "passed" and res["moesweep_record"]["resumed"]
+    res = call(state="resume", sweep=sweep(tmp_path), point="a", launch_hash="L", bench_settings={}, lock_sha256="K",
+              recorder=False)
+    assert res["skip"] and "moesweep_record" not in res  # a node group's other ranks do not write it again
+    # once written, the summary and the restore see this configuration's record
+    from ansible_collections.moesweep.sweep.plugins.plugin_utils import summary
+
+    recs = [passed("a", 100.0, config=config), crashed, records.resumed_record(passed("a", 100.0, config=config))]
+    assert [r["status"] for r in summary.point_records(recs)] == ["passed"]
+    assert records.choose_restore(recs, "h1", "best", 8, None, ["a"])["point"] == "a"
+
+
+def test_a_kept_record_is_read_where_it_was_kept(tmp_path, kept_dir):
+    keep(kept_dir, passed("b", 1.0), "2__h1__b.json")
+    keep(kept_dir, passed("a", 1.0), "1__h1__a.json")
+    (kept_dir / "s1" / "3__torn.json").write_text("{")
+    assert [r["point"] for _, r in records.kept_records("s1")] == ["a", "b"]
+    assert records.unwritten_dir("s1", {"HOME": "/home/u", "XDG_STATE_HOME": "/st"}) == "/st/moesweep/unwritten/s1"
+    assert records.unwritten_dir("s1", {}) == os.path.join(os.path.expanduser("~"), ".local", "state", "moesweep",
+                                                           "unwritten", "s1")
+
+
+def test_artifacts_never_carry_a_known_secret(tmp_path):
+    """An API key of no particular shape, in an artifact the host read (bench_serving's server_info in a level's
+    result): redacted before the result reaches any output (-vvv) or file (#37 item 2)."""
+    key = "plain-key-of-no-shape-77"
+    task = mock.MagicMock()
+    task.args = {"state": "point", "sweep": sweep(tmp_path, points=["a"], restore="none"), "point": "a",
+                 "files": {"c8.result.json": "/var/lib/moesweep/runs/s1/a/x/c8.result.json"}}
+    task.check_mode = False
+    plugin = action.ActionModule(task, mock.MagicMock(), mock.MagicMock(), loader=None, templar=None,
+                                 shared_loader_obj=None)
+    content = json.dumps({"server_info": {"api_key": key}, "note": key})
+    with mock.patch.object(action.ActionBase, "run", return_value={}), \
+            mock.patch.object(plugin, "_execute_module", return_value={"artifacts": {"c8.result.json": {
+                "content": content}}}):
+        res = plugin.run(task_vars={"inventory_hostname": "h1", "sglang_server_api_key": key})
+    assert key not in json.dumps(res) and "c8.result.json" in res["artifacts"]

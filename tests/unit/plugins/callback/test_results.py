@@ -107,19 +107,54 @@ def test_append_drops_a_torn_line_and_never_tears(tmp_path):
     assert path.read_bytes() == b'{"a": 1}\n{"c": 3}\n'
 
 
-def test_a_write_that_fails_is_an_error_naming_the_record(cb, tmp_path):
-    """Even root cannot write into a path whose directory is a file: the error names the record and where."""
+def test_a_write_that_fails_is_an_error_naming_the_record(cb, tmp_path, monkeypatch):
+    """Even root cannot write into a path whose directory is a file: the error names the record and where it is kept
+    (the sweep's directory of kept records, 0700 / 0600); the callback does not raise (ansible would only warn), and
+    the next run that can write puts the record into points.jsonl (#37 item 1)."""
+    monkeypatch.setenv(records.UNWRITTEN_ENV, str(tmp_path / "kept"))
     sweep = plan(tmp_path)
     os.makedirs(os.path.dirname(sweep["dir"]))
     with open(sweep["dir"], "w") as fh:
         fh.write("not a directory")
-    with pytest.raises(OSError):
-        cb.v2_runner_on_ok(make_result({"moesweep_sweep": sweep, "moesweep_event": "record",
-                                        "moesweep_record": {"host": "h1", "point": "a", "status": "passed"}}))
+    cb.v2_runner_on_ok(make_result({"moesweep_sweep": sweep, "moesweep_event": "record",
+                                    "moesweep_record": {"sweep_id": "s1", "host": "h1", "point": "a",
+                                                        "kind": "point", "status": "passed"}}))
     assert cb.write_errors and sweep["dir"] in cb.write_errors[0]
     kept = [line.split("kept ", 1)[1] for line in cb._display.lines if "kept " in line]
-    assert kept and json.loads(open(kept[0]).read())["point"] == "a"
+    assert kept and kept[0].startswith(str(tmp_path / "kept" / "s1")), kept
+    assert json.loads(open(kept[0]).read())["point"] == "a"
     assert stat.S_IMODE(os.stat(kept[0]).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(os.path.dirname(kept[0])).st_mode) == 0o700
+    assert [r["point"] for _, r in records.kept_records("s1")] == ["a"]
+    # the directory is fixed; the next run of the sweep writes the kept record first
+    os.unlink(sweep["dir"])
+    fresh = results.CallbackModule(display=Display())
+    fresh.get_option = lambda name: True
+    fresh.v2_runner_on_ok(make_result({"moesweep_sweep": sweep, "changed": False}))
+    assert [r["point"] for r in records.read_points(os.path.join(sweep["dir"], "points.jsonl"))] == ["a"]
+    assert records.kept_records("s1") == []
+
+
+def test_a_marker_whose_point_was_recorded_is_no_interrupted_point(cb, tmp_path):
+    """The marker could not be removed (the directory went read-only) though the point's record was kept: the next
+    run does not add a false interrupted record of that point."""
+    sweep = plan(tmp_path)
+    marker = tmp_path / "results" / "s1" / records.INFLIGHT_DIR / "h1__a.json"
+    marker.parent.mkdir(parents=True)
+    marker.write_text(json.dumps({"host": "h1", "point": "a", "started": "t0"}))
+    (tmp_path / "results" / "s1" / "points.jsonl").write_text(json.dumps(
+        {"kind": "point", "host": "h1", "point": "a", "started": "t0", "status": "passed"}) + "\n")
+    cb.v2_runner_on_ok(make_result({"moesweep_sweep": sweep, "changed": False}))
+    assert [r["status"] for r in records.read_points(os.path.join(sweep["dir"], "points.jsonl"))] == ["passed"]
+    assert not marker.exists()
+
+
+def test_a_skipped_point_writes_its_record_again(cb, tmp_path):
+    sweep = plan(tmp_path)
+    rec = {"sweep_id": "s1", "kind": "point", "host": "h1", "point": "a", "status": "passed", "resumed": "t"}
+    cb.v2_runner_on_ok(make_result({"moesweep_sweep": sweep, "moesweep_event": "resume", "skip": True, "point": "a",
+                                    "moesweep_record": rec, "msg": "skipped"}))
+    assert records.read_points(os.path.join(sweep["dir"], "points.jsonl")) == [rec]
 
 
 def test_an_interconnect_measurement_goes_to_its_own_file(cb, tmp_path):
@@ -130,3 +165,25 @@ def test_an_interconnect_measurement_goes_to_its_own_file(cb, tmp_path):
     path = os.path.join(sweep["dir"], records.INTERCONNECT_FILE)
     assert records.read_interconnect(path) == [record]
     assert records.read_points(os.path.join(sweep["dir"], records.POINTS_FILE)) == []
+
+
+def test_append_keeps_a_whole_last_record_without_newline(tmp_path):
+    """Only a torn line is dropped: a last record that parses is kept, its newline added (#37 item 6)."""
+    path = tmp_path / "d" / "points.jsonl"
+    path.parent.mkdir()
+    path.write_bytes(b'{"a": 1}\n{"b": 2}')
+    results.append_record(str(path), {"c": 3})
+    assert path.read_bytes() == b'{"a": 1}\n{"b": 2}\n{"c": 3}\n'
+
+
+def test_records_the_callback_writes_itself_say_whether_the_host_is_simulated(cb, tmp_path):
+    """#37: an interrupted or unreachable point of a simulated host is filed as simulated, not as a real GPU host."""
+    sweep = plan(tmp_path)
+    cb.v2_runner_on_ok(make_result({"moesweep_sweep": sweep, "moesweep_event": "point_started", "point": "a",
+                                    "started": "t0", "simulated": True}))
+    cb.v2_runner_on_unreachable(make_result({"msg": "gone"}))
+    cb.v2_runner_on_ok(make_result({"moesweep_sweep": sweep, "moesweep_event": "point_started", "point": "b",
+                                    "started": "t1", "simulated": True}, host="h2"))
+    cb._at_exit()
+    recs = records.read_points(os.path.join(sweep["dir"], "points.jsonl"))
+    assert [(r["status"], r["simulated"]) for r in recs] == [("unreachable", True), ("interrupted", True)]

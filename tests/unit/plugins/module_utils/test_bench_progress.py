@@ -161,3 +161,18 @@ def test_a_job_is_released_only_once_its_own_progress_is_there(tmp_path):
     assert bp.release_job(str(tmp_path), str(results), 303.0, key="next") is True
     # a results file that is gone (the job was consumed): nothing to release
     assert bp.release_job(str(tmp_path / "gone"), str(tmp_path / "missing.results"), 302.0) is False
+
+
+def test_a_job_whose_controller_stopped_polling_is_told_so(tmp_path):
+    """#37: after a double Ctrl-C or an API cancel nobody polls the job; it stops itself after controller_timeout
+    (never before its gate opened, never with a timeout of 0)."""
+    d = str(tmp_path)
+    assert bp.controller_gone(d, 600, now=10_000.0) is False  # not released yet
+    bp.release(d, 1000.0)
+    os.utime(tmp_path / bp.GO_FILE, (1000.0, 1000.0))
+    assert bp.controller_gone(d, 600, now=1500.0) is False
+    assert bp.controller_gone(d, 600, now=1700.0) is True
+    bp.beat(d, 1650.0)
+    assert bp.controller_gone(d, 600, now=1700.0) is False
+    assert bp.controller_gone(d, 600, now=2300.0) is True
+    assert bp.controller_gone(d, 0, now=99_999.0) is False

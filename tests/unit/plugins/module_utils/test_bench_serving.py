@@ -221,3 +221,21 @@ def test_json_lines_and_round_ok():
            '"errors": ["", "Bad Request"]}\n'
     rounds = bs.json_lines(text)
     assert len(rounds) == 2 and bs.round_ok(rounds[0]) and not bs.round_ok(rounds[1])
+
+
+def test_the_server_info_of_a_result_never_keeps_the_api_key():
+    """bench_serving writes /get_server_info (the server's ServerArgs, api_key included) into its result line: the
+    level's kept result and the raw output on the host are redacted (re-probe #37 item 2)."""
+    key = "my-plain-server-key-42"  # no credential-looking shape: only its name and its value give it away
+    line = {"completed": 8, "output_throughput": 10.0, "server_info": {"api_key": key, "admin_api_key": key,
+                                                                        "tp_size": 8, "moe_runner_backend": "triton"},
+            "note": f"curl -H 'Authorization: Bearer {key}'"}
+    kept = bs.trim_record(line, known=[key])
+    assert key not in json.dumps(kept)
+    assert kept["server_info"]["api_key"] == "<redacted>" and kept["server_info"]["tp_size"] == 8
+    assert kept["output_throughput"] == 10.0
+    raw = json.dumps(line) + f"\nTraceback: key was {key}\n"
+    scrubbed = bs.redact_lines(raw, known=[key])
+    assert key not in scrubbed and json.loads(scrubbed.splitlines()[0])["completed"] == 8
+    # without the key's value, its name alone is enough
+    assert key not in json.dumps(bs.trim_record({"server_info": {"api_key": key}}))

@@ -138,3 +138,35 @@ def test_only_levels_that_passed_are_kept_for_a_resumed_run(tmp_path):
 def test_a_bad_input_failure_leaves_the_output_dir_untouched(bench, tmp_path):
     kind, r = bench(concurrency=[])
     assert kind == "fail" and not (tmp_path / "out").exists()
+
+
+def test_the_output_dir_and_what_an_earlier_run_left_are_private(tmp_path):
+    """Files under /var/lib/moesweep/runs/ are 0600 in 0700 directories, readable by no other user (#37 item 2)."""
+    import stat
+
+    old = tmp_path / "runs" / "s1" / "triton" / "abc"
+    old.mkdir(parents=True)
+    (old / "c8.bench.jsonl").write_text("{}\n")
+    (old / "c8.bench.jsonl").chmod(0o644)
+    target = tmp_path / "runs" / "s1" / "triton" / "abc"
+    sglang_bench.private_dir(str(target))
+    sglang_bench.private_dir(str(tmp_path / "fresh" / "a" / "b"))
+    assert stat.S_IMODE((target / "c8.bench.jsonl").stat().st_mode) == 0o600
+    assert stat.S_IMODE(target.stat().st_mode) == 0o700
+    for d in (tmp_path / "fresh", tmp_path / "fresh" / "a", tmp_path / "fresh" / "a" / "b"):
+        assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
+
+
+def test_a_level_that_ended_is_kept_though_its_job_never_ended(tmp_path):
+    """#37: a killed controller, the next run's job stops this one before its end: the levels that finished are
+    kept (their summary is written as each ends), not measured again."""
+    import json
+
+    parsed = {"ok": True, "figures": {"output_throughput": 210.5}, "completed": 40, "failed": 0, "errors": []}
+    files = sglang_bench.level_files(str(tmp_path), 8)
+    open(files["jsonl"], "w").write("{}\n")
+    open(files["summary"], "w").write(json.dumps(sglang_bench.level_at_end(8, 40, parsed)))
+    kept = sglang_bench.passed_levels(str(tmp_path), [(8, 40), (64, 320)])
+    assert kept[8]["figures"]["output_throughput"] == 210.5 and kept[8]["provisional"] and kept[8]["reused"]
+    assert 64 not in kept
+    assert sglang_bench.level_at_end(8, 40, parsed, error="timed out")["ok"] is False

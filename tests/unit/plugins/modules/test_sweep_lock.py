@@ -45,3 +45,30 @@ def test_a_holder_process_that_is_gone_is_detected():
     assert action.pid_alive(os.getpid())
     assert not action.pid_alive(2 ** 22 + 12345)
     assert not action.pid_alive(None)
+
+
+def test_the_owner_is_its_id_not_its_hostname(run_module, tmp_path):
+    """Two controllers both called localhost, one sweep id: the second is refused (re-probe #37 item 3)."""
+    path = str(tmp_path / "sweep.lock")
+    first = dict(A, controller="localhost", id="3b1f0c9e6a7d4e21")
+    second = dict(A, controller="localhost", id="f00dfeed00112233")
+    assert run_module(sweep_lock, {"owner": first, "path": path})[0] == "exit"
+    kind, r = run_module(sweep_lock, {"owner": second, "path": path})
+    assert kind == "fail" and r["busy"]
+    kind, r = run_module(sweep_lock, {"owner": second, "path": path, "state": "released"})
+    assert not r["changed"] and (tmp_path / "sweep.lock").exists()
+
+
+def test_a_busy_lock_names_the_way_to_break_it_and_only_that_lock_breaks(run_module, tmp_path):
+    path = str(tmp_path / "sweep.lock")
+    holder = dict(A, id="3b1f0c9e6a7d4e21")
+    run_module(sweep_lock, {"owner": holder, "path": path})
+    kind, r = run_module(sweep_lock, {"owner": dict(B, id="aa"), "path": path})
+    assert kind == "fail" and "-e sweep_lock_break=3b1f0c9e6a7d4e21" in r["msg"]
+    assert "--break-lock 3b1f0c9e6a7d4e21" in r["msg"]
+    # breaking another id (a lock taken since by a live sweep) takes nothing
+    kind, r = run_module(sweep_lock, {"owner": dict(B, id="aa"), "path": path, "break_id": "0123456789abcdef"})
+    assert kind == "fail" and r["busy"] and json.load(open(path))["id"] == "3b1f0c9e6a7d4e21"
+    kind, r = run_module(sweep_lock, {"owner": dict(B, id="aa"), "path": path, "break_id": "3b1f0c9e6a7d4e21"})
+    assert kind == "exit" and json.load(open(path))["id"] == "aa"
+    assert r["broke"]["id"] == "3b1f0c9e6a7d4e21"

@@ -98,6 +98,14 @@ def test_public_bind_without_a_key_is_a_warning():
     assert "without --api-key" in preflight.public_bind_warning("0.0.0.0", 8000, False)
     assert preflight.public_bind_warning("0.0.0.0", 8000, True) is None
     assert preflight.public_bind_warning("127.0.0.1", 8000, False) is None
+
+
+def test_a_key_on_the_command_line_is_a_caveat_of_the_preflight():
+    """sglang takes the API key on its argv (or a --config file moesweep does not write): said, not hidden (#37)."""
+    from ansible_collections.moesweep.sweep.plugins.plugin_utils import preflight
+
+    assert "ps or /proc/PID/cmdline" in preflight.api_key_argv_caveat(True)
+    assert preflight.api_key_argv_caveat(False) is None
     result, failed = preflight.run_preflight({"backend": "triton", "sglang_version": "0.5.9",
                                               "flags": {"model-path": "m", "host": "0.0.0.0", "port": 8000}})
     assert not failed and any("all interfaces" in w for w in result["preflight_warnings"])

@@ -88,6 +88,12 @@ OK_BENCH = {"state": "ok", "levels": [{"concurrency": 8, "ok": True, "figures": 
     ("benchmark", {}, READY, {"state": "ok"}, {"state": "invalid_gpu_state"}, ("invalid_gpu_state", None)),
     ("benchmark", {}, READY, {"state": "ok"}, {"state": "server_died", "crash": {"cause": "killed"}},
      ("crashed", "killed")),
+    # #37: a server that stalls after ready (the unit runs, no crash in its journal) is a hang, not a crash
+    ("smoke", {}, READY, {"state": "server_died", "crash": {"state": "ready", "unit_gone": False}}, {}, ("hang", None)),
+    ("benchmark", {}, READY, {"state": "ok"}, {"state": "server_died", "crash": {"state": "ready", "unit_gone": False}},
+     ("hang", None)),
+    ("smoke", {}, READY, {"state": "server_died", "crash": {"state": "crashed", "cause": "oom", "unit_gone": True}},
+     {}, ("crashed", "oom")),
     ("interrupted", {}, READY, {}, {}, ("interrupted", None)),
     ("other", {"msg": "boom"}, READY, {"state": "ok"}, OK_BENCH, ("failed", None)),
 ])
@@ -379,3 +385,13 @@ def test_restore_takes_the_faster_point_unless_they_tie_and_says_the_rule():
     assert tie["point"] == "a" and tie["ties"] == ["b"] and "lower p99 TTFT" in tie["reason"]
     record = records.build_restore_record({"action": "point", "point": "a", "ties": tie["ties"], "reason": "r"})
     assert record["ties"] == ["b"]
+
+
+def test_read_points_keeps_a_whole_last_record_without_newline(tmp_path):
+    """A file whose last record lacks its newline (written by hand, by another tool, or cut after the closing brace)
+    still holds that record: `moesweep report` shows it and resume skips its point (re-probe #37 item 6)."""
+    path = tmp_path / "points.jsonl"
+    path.write_bytes(b'{"kind": "point", "point": "a"}\n{"kind": "point", "point": "b", "status": "passed"}')
+    assert [r["point"] for r in records.read_points(str(path))] == ["a", "b"]
+    path.write_bytes(b'{"kind": "point", "point": "b", "status": "passed"}')
+    assert [r["point"] for r in records.read_points(str(path))] == ["b"]

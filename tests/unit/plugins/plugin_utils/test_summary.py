@@ -50,9 +50,14 @@ def test_a_torn_last_line_and_blank_lines_are_skipped(tmp_path):
     assert [r["point"] for r in got] == ["flashinfer_cutlass"]
 
 
-def test_a_complete_last_line_without_its_newline_is_still_a_torn_append(tmp_path):
+def test_a_complete_last_line_without_its_newline_is_read(tmp_path):
+    """#37 item 6: a whole last record without its newline is a record (`moesweep report` said "no point record
+    yet" for a file of one such line); only a torn one is skipped."""
     lines = (SIM / "points.jsonl").read_text().splitlines(keepends=True)
     (tmp_path / "points.jsonl").write_text(lines[0] + lines[1].rstrip("\n"))
+    second = json.loads(lines[1])["point"]
+    assert [r["point"] for r in summary.load_points(tmp_path)] == ["flashinfer_cutlass", second]
+    (tmp_path / "points.jsonl").write_text(lines[0].rstrip("\n"))
     assert [r["point"] for r in summary.load_points(tmp_path)] == ["flashinfer_cutlass"]
 
 
@@ -399,3 +404,19 @@ def test_sla_search_takes_the_highest_level_meeting_the_slos(sim):
     assert [x["meets"] for x in sla["levels"]] == [True, True, False]
     assert summary.sla_concurrency(rec, ttft_p99_ms=50.0)["concurrency"] is None
     assert summary.sla_concurrency(rec, itl_p99_ms=20.0)["concurrency"] is None
+
+
+def test_the_reason_of_a_crash_after_ready_is_never_the_ready_line():
+    """#37: the readiness line of a server that crashed or stalled after ready is "The server is fired up and ready
+    to roll!"; the reason column takes the judge of the run after the fact."""
+    ready = {"state": "ready", "phase": "serving", "decisive_line": "The server is fired up and ready to roll!"}
+    crashed = {"kind": "point", "status": "crashed", "readiness": ready, "smoke": {"state": "server_died", "crash": {
+        "state": "crashed", "cause": "oom", "decisive_line": "torch.OutOfMemoryError: CUDA out of memory.",
+        "unit_gone": True}}}
+    assert summary.decisive(crashed) == "after ready: torch.OutOfMemoryError: CUDA out of memory."
+    killed = {"kind": "point", "status": "crashed", "readiness": ready, "failed_msg": "the server stopped answering",
+              "benchmark": {"state": "server_died", "crash": {"state": "crashed", "unit_gone": True}}}
+    assert "fired up" not in summary.decisive(killed)
+    stalled = {"kind": "point", "status": "hang", "readiness": ready,
+               "smoke": {"state": "server_died", "crash": {"state": "ready", "unit_gone": False}}}
+    assert "fired up" not in summary.decisive(stalled) and "stopped answering" in summary.decisive(stalled)

@@ -1,0 +1,48 @@
+"""The stdout callback: a poll of a running job prints no FAILED - RETRYING line at default verbosity (re-probe #37
+item 7: a passing sweep printed 152), and every other retry prints as ansible's default callback prints it."""
+
+from __future__ import annotations
+
+import configparser
+from types import SimpleNamespace
+
+import pytest
+from ansible_collections.moesweep.sweep.plugins.callback import quiet_polls
+from helpers.paths import REPO
+
+
+class Display:
+    def __init__(self, verbosity):
+        self.verbosity = verbosity
+        self.lines = []
+
+    def display(self, text, **kw):
+        self.lines.append(text)
+
+
+def retry(res):
+    host = SimpleNamespace(get_name=lambda: "h1")
+    return SimpleNamespace(result=dict(res, retries=10, attempts=3), task_name="Benchmark", task="Benchmark",
+                           host=host, _host=host)
+
+
+@pytest.mark.parametrize("res,verbosity,shown", [
+    ({"finished": False, "progress": {"levels": []}}, 0, False),  # sglang_bench_wait between two levels
+    ({"finished": 0, "ansible_job_id": "j1.2"}, 1, False),  # async_status of the stack install
+    ({"finished": False}, 2, True),
+    ({"finished": True, "failed": True, "msg": "x"}, 0, True),  # an until that failed: said, as ansible says it
+    ({"failed": True, "msg": "connection refused"}, 0, True),
+])
+def test_a_poll_of_a_running_job_is_quiet(res, verbosity, shown, monkeypatch):
+    plugin = quiet_polls.CallbackModule()
+    plugin._display = Display(verbosity)
+    monkeypatch.setattr(plugin, "host_label", lambda result: "h1")
+    monkeypatch.setattr(plugin, "_run_is_verbose", lambda result, verbosity=0: False)
+    plugin.v2_runner_retry(retry(res))
+    assert bool([line for line in plugin._display.lines if "FAILED - RETRYING" in line]) is shown
+
+
+def test_the_repository_uses_it():
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO / "ansible.cfg")
+    assert cfg["defaults"]["stdout_callback"] == "moesweep.sweep.quiet_polls"
