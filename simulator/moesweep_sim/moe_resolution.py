@@ -91,6 +91,28 @@ def resolve_backend(version: str, args: dict, sm: int, architecture: str = "") -
     return requested
 
 
+def server_args_backend(version: str, args: dict, sm: int, architecture: str = "") -> str:
+    """``--moe-runner-backend`` after ServerArgs resolution (what ``server_args=...`` prints): ``auto`` is
+    rewritten only on the branches cited in the module docstring, ``megamoe`` becomes ``auto`` (0.5.23
+    ``arg_groups/mega_moe_hook.py`` ``handle_moe_runner_backend_alias``)."""
+    requested = args.get("moe_runner_backend") or "auto"
+    quant = _quant(args)
+    if version == "0.5.9":
+        if (requested == "auto" and _major(sm) == 10 and architecture in DEEPSEEK_FAMILY and _a2a(args) == "none"
+                and quant in ("fp8", "modelopt_fp8", "modelopt_fp4")):
+            return "flashinfer_trtllm"
+        return requested
+    if requested == "megamoe":
+        return "auto"
+    if requested == "auto":
+        if (_major(sm) == 10 and architecture in DEEPSEEK_FAMILY_0523 and _a2a(args) == "none"
+                and quant in ("fp8", "modelopt_fp8", "modelopt_fp4", "modelopt_mixed", None)):
+            return "flashinfer_trtllm"
+        if quant == "modelopt_fp4" and (sm == 110 or _major(sm) == 12):
+            return "flashinfer_cutlass"
+    return requested
+
+
 def nvfp4_platform_refused(version: str, args: dict, sm: int) -> bool:
     """ModelOptNvFp4FusedMoEMethod.__init__ raises (while the model is built, before weights load)."""
     if _quant(args) != "modelopt_fp4" or _major(sm) in (10, 11, 12):
