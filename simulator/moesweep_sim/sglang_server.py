@@ -764,6 +764,28 @@ def _jsonable(v) -> bool:
 
 
 # ---------------------------------------------------------------------------- entry point
+def log_notices_before(version: str, args: dict, failure) -> None:
+    """The resolution messages logged before a server-args failure.  0.5.9's __post_init__ runs
+    _handle_model_specific_adjustments (the DSA warnings) before _handle_moe_kernel_config, whose asserts come before
+    its shared-experts warning; 0.5.23's pipeline runs handle_mega_moe first of all, handle_moe_kernel_config (the
+    NVFP4-auto info, then the asserts, then the shared-experts fusion pass) after handle_model_specific_adjustments,
+    and check_server_args (the LoRA checks) after the whole pipeline (arg_groups/pipeline.py)."""
+    if "mega_moe_hook" in failure.source:
+        return
+    weights_gb, cls, _kv, mla, *_ = model_facts(args.get("model_path") or "")
+    gpu = gpustate.gpu_info(gpustate.profile())
+    sa = ResolvedArgs(version, dict(args), gpu_mem_mib=gpu["memory_total_mib"], sm=gpu["sm"], model_arch=cls, mla=mla)
+    after = () if "lora_hook" in failure.source else tuple(
+        T.render(t) for t in (T.TRTLLM_SHARED_EXPERTS_9, T.TRTLLM_SHARED_EXPERTS_23, T.CUTEDSL_SHARED_EXPERTS_23))
+    for msg, _bare in sa.notices:
+        if msg in after:
+            continue
+        if version == "0.5.9":
+            Log.bare(msg)
+        else:
+            Log.line(msg)
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     version = resolve_version()
@@ -773,7 +795,9 @@ def main(argv=None) -> int:
     failure = failure_model.launch_failure(version, args, sm, model_facts(args.get("model_path") or "")[1],
                                            env=os.environ)
     if failure is not None and failure.stage == "server_args":
-        # ServerArgs resolution raises in the launching process: the traceback, exit status 1, no scheduler
+        # ServerArgs resolution raises in the launching process: what it logged before the failing step, the
+        # traceback, exit status 1, no scheduler
+        log_notices_before(version, args, failure)
         frame = ""
         if failure.frame:
             path, line, func, code = failure.frame[:4]
