@@ -113,11 +113,25 @@ def _failure_059(args, sm, architecture, env):
                       "assert is_sm100_supported() or is_sm90_supported()", None, False))
 
     # -- first forward
+    if quant == "fp8" and major >= 11 and _dense_fp8_on_flashinfer_trtllm_059(args, env):
+        # With DeepGEMM off, --fp8-gemm-backend auto picks flashinfer's TRT-LLM FP8 GEMM on any Blackwell
+        # (fp8_utils.py:250-265, the explicit choice :201-208), whose backend requirement admits SM100/SM103 only;
+        # K < 256 falls back to Triton, GLM-5's projections do not (fp8_utils.py:310-345)
+        return _fail("first_forward", "flashinfer.utils.BackendSupportedError",
+                     T.render(T.FI_BACKEND_UNSUPPORTED, func="gemm_fp8_nt_groupwise", backend="trtllm",
+                              extra=f" with capability {sm}"),
+                     "flashinfer 0.6.3 flashinfer/utils.py:1149-1155; flashinfer/gemm/gemm_base.py:3190-3191",
+                     ("flashinfer/utils.py", 1153, "wrapper", "raise BackendSupportedError(", None, False))
     if quant == "fp8" and major >= 11 and _dense_fp8_on_deepgemm_059(args, env):
         # Block-FP8 dense GEMMs (attention projections, dense layers: they run before any MoE layer) go to
         # DeepGEMM under --fp8-gemm-backend auto (layers/quantization/fp8_utils.py:182-197, 250-265; DeepGEMM is
         # on for any SM >= 90, layers/deep_gemm_wrapper/configurer.py:9-22), and sgl-kernel 0.3.21's DeepGEMM
         # dispatches SM90 and SM100 only (deep_gemm/include/deep_gemm/impls/: sm90_* and sm100_* kernels).
+        return _fail("first_forward", "RuntimeError", T.render(T.DEEPGEMM_ARCH),
+                     "sgl-kernel 0.3.21 deep_gemm/deep_gemm_cpp.abi3.so (DeepGEMM csrc/apis/gemm.hpp "
+                     "DG_HOST_UNREACHABLE)")
+    if quant == "fp8" and major >= 11 and runs == "deep_gemm" and _deepgemm_enabled_059(env):
+        # the MoE layers' grouped GEMMs on the same DeepGEMM (Fp8MoEMethod.create_moe_runner, fp8.py:1341-1360)
         return _fail("first_forward", "RuntimeError", T.render(T.DEEPGEMM_ARCH),
                      "sgl-kernel 0.3.21 deep_gemm/deep_gemm_cpp.abi3.so (DeepGEMM csrc/apis/gemm.hpp "
                      "DG_HOST_UNREACHABLE)")
@@ -154,12 +168,21 @@ def _failure_059(args, sm, architecture, env):
     return None
 
 
+def _deepgemm_enabled_059(env) -> bool:
+    """SGLANG_ENABLE_JIT_DEEPGEMM defaults to true (0.5.9 environ.py; layers/deep_gemm_wrapper/configurer.py)."""
+    return str(env.get("SGLANG_ENABLE_JIT_DEEPGEMM", "true")).strip().lower() not in FALSE
+
+
+def _dense_fp8_on_flashinfer_trtllm_059(args, env) -> bool:
+    backend = args.get("fp8_gemm_backend") or "auto"
+    return backend == "flashinfer_trtllm" or (backend == "auto" and not _deepgemm_enabled_059(env))
+
+
 def _dense_fp8_on_deepgemm_059(args, env) -> bool:
     """0.5.9 sends block-FP8 linear layers to DeepGEMM: ``--fp8-gemm-backend auto`` with DeepGEMM enabled
     (``SGLANG_ENABLE_JIT_DEEPGEMM`` defaults to true), or ``deep_gemm`` explicitly."""
     backend = args.get("fp8_gemm_backend") or "auto"
-    enabled = str(env.get("SGLANG_ENABLE_JIT_DEEPGEMM", "true")).strip().lower() not in FALSE
-    return enabled and backend in ("auto", "deep_gemm")
+    return _deepgemm_enabled_059(env) and backend in ("auto", "deep_gemm")
 
 
 # ----------------------------------------------------------------------------------------------- sglang 0.5.23

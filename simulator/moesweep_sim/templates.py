@@ -309,6 +309,10 @@ RUNNER_NO_FUSED_FUNC_23 = Tpl("sglang", "sglang/srt/layers/moe/moe_runner/runner
     "Runner backend {backend} requires a fused func for a2a backend {a2a}, but none is registered.",))
 FP8_APPLY_UNSUPPORTED_23 = Tpl("sglang", "sglang/srt/layers/quantization/fp8.py", V23,
                                ("Unsupported runner backend: {backend}",))  # "... %s" % backend
+# flashinfer 0.6.3 @backend_requirement (flashinfer/utils.py:1149-1155): gemm_fp8_nt_groupwise's trtllm backend is
+# declared for SM100/SM103 only (gemm/gemm_base.py:3190-3191)
+FI_BACKEND_UNSUPPORTED = Tpl("flashinfer", "flashinfer/utils.py", V9,
+                             ("{func} does not support backend '{backend}'{extra}",))
 # Python's own texts for an attribute read on an object without it (the sglang line that reads it is cited in
 # failure_model.py)
 ATTRIBUTE_MISSING = Tpl("python", "Objects/object.c", ALL, ("'{type}' object has no attribute '{name}'",))

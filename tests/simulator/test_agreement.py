@@ -116,6 +116,25 @@ def test_the_cells_issue_30_names_fail_on_the_simulator():
     assert simulated("0.5.9", "cutlass", "fp8", 120)[0].stage == "model_init"
 
 
+def test_059_block_fp8_dense_gemms_on_sm120():
+    """0.5.9 sends block-FP8 linear layers to DeepGEMM under --fp8-gemm-backend auto (fp8_utils.py:182-265), whose
+    sgl-kernel 0.3.21 build dispatches SM90/SM100 only; with SGLANG_ENABLE_JIT_DEEPGEMM=0 auto picks flashinfer's
+    TRT-LLM FP8 GEMM, declared for SM100/SM103 only: that fails too.  Triton and CUTLASS (sgl-kernel has an SM120
+    blockwise kernel) serve."""
+    fp8 = {"moe_runner_backend": "auto", "quantization": "fp8"}
+    assert "Unsupported architecture or scaling factor types" in failure_model.launch_failure(
+        "0.5.9", fp8, 120, GLM5).exc
+    no_deepgemm = failure_model.launch_failure("0.5.9", fp8, 120, GLM5, env={"SGLANG_ENABLE_JIT_DEEPGEMM": "0"})
+    assert no_deepgemm.stage == "first_forward" and no_deepgemm.exc == (
+        "flashinfer.utils.BackendSupportedError: gemm_fp8_nt_groupwise does not support backend 'trtllm' "
+        "with capability 120")
+    for backend in ("triton", "cutlass"):
+        assert failure_model.launch_failure("0.5.9", dict(fp8, fp8_gemm_backend=backend), 120, GLM5) is None
+    for sm in (90, 100):
+        assert failure_model.launch_failure("0.5.9", fp8, sm, GLM5) is None
+    assert failure_model.launch_failure("0.5.23", fp8, 120, GLM5) is None  # sgl-deep-gemm 0.2.3 has sm120 kernels
+
+
 def test_sm100_only_paths_serve_on_b200():
     for version in VERSIONS:
         for quant in QUANTS:
