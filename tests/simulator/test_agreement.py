@@ -3,7 +3,8 @@
 (plugins/plugin_utils/compat.py over data/compat.yml).  For every --moe-runner-backend choice of both pinned
 versions x modelopt_fp4 / fp8 / bf16 x the SM90 (H200), SM100 (B200) and SM120 (RTX PRO 6000) profiles, the
 launch either serves on both sides (the preflight says supported or caveat, and both name the same runner) or fails
-on both at the same stage.  A disagreement fails with both sides' citations.
+on both at the same stage with the same exception (the preflight's message part of the simulator's).  A disagreement
+fails with both sides' citations.
 
 The matrix is compared at the level of the two pure functions (the preflight is imported here only: the simulator
 shares no code with plugins/); a few cells, one per stage and profile, are also launched as real standalone
@@ -76,11 +77,21 @@ def outcome_kb(verdict):
     return verdict["stage"]
 
 
+def same_text(sim_exc: str, kb_error: str) -> bool:
+    """The preflight's error names the simulator's exception type and its message is part of the simulator's (the
+    preflight may leave out a prefix the C++ side adds, e.g. DeepGEMM's "Assertion error (file): ")."""
+    sim_type, _, sim_msg = sim_exc.partition(": ")
+    kb_type, _, kb_msg = (kb_error or "").partition(": ")
+    return sim_type.rsplit(".", 1)[-1] == kb_type.rsplit(".", 1)[-1] and kb_msg.strip() in sim_msg
+
+
 def disagreement(version, backend, quant, gpu, sm):
     failure, runs = simulated(version, backend, quant, sm)
     v = preflight(version, backend, quant, sm)
     sim, kb = outcome_sim(failure), outcome_kb(v)
-    if sim == kb and (sim != "serves" or runs == v["effective_backend"]):
+    if sim == kb and sim == "serves" and runs == v["effective_backend"]:
+        return None
+    if sim == kb and sim != "serves" and same_text(failure.exc, v["error"]):
         return None
     sim_side = (f"serves, runs {runs}" if failure is None
                 else f"fails at {failure.stage}: {failure.exc} [{failure.source}]")
