@@ -18,7 +18,7 @@ import time
 
 import pytest
 from helpers.paths import FIXTURES, REPO
-from moesweep_sim import moe_resolution, tokenmodel
+from moesweep_sim import failure_model, moe_resolution, tokenmodel
 
 GLM5 = "GlmMoeDsaForCausalLM"
 MATRIX = list(csv.DictReader((FIXTURES / "compat" / "matrix.csv").open(encoding="utf-8")))
@@ -48,10 +48,15 @@ def test_runner_resolution_matches_the_matrix(version):
     assert wrong == []
 
 
+def failure_of(row: dict):
+    return failure_model.launch_failure(row["sglang"], args_of(row), int(row["sm"]), GLM5)
+
+
 def test_nvfp4_platform_refusal_matches_the_matrix():
     for row in MATRIX:
         expected = row["error"].startswith(NVFP4_ERRORS)
-        got = moe_resolution.nvfp4_platform_refused(row["sglang"], args_of(row), int(row["sm"]))
+        failure = failure_of(row)
+        got = failure is not None and failure.exc.startswith(NVFP4_ERRORS)
         assert got == expected, row
 
 
@@ -61,17 +66,17 @@ def test_trtllm_without_kernels_matches_the_matrix():
             continue
         if "scaling factor types" in row["error"]:
             continue  # 0.5.9 block-FP8 on SM12x: the dense DeepGEMM GEMM fails before the MoE is reached
-        backend = moe_resolution.resolve_backend(row["sglang"], args_of(row), int(row["sm"]), GLM5)
-        got = moe_resolution.trtllm_has_no_kernels(row["sglang"], backend, args_of(row), int(row["sm"]))
+        failure = failure_of(row)
+        got = failure is not None and any(e in failure.exc for e in TRTLLM_ERRORS)
         assert got == any(e in row["error"] for e in TRTLLM_ERRORS), row
 
 
 def test_auto_resolution_points_the_reviewer_named():
     nvfp4 = {"moe_runner_backend": "auto", "quantization": "modelopt_fp4"}
     assert moe_resolution.resolve_backend("0.5.9", nvfp4, 120, GLM5) == "cutlass"  # sgl-kernel cutlass_moe_fp4
-    assert moe_resolution.nvfp4_platform_refused("0.5.9", nvfp4, 90)  # no marlin in 0.5.9
+    assert failure_model.launch_failure("0.5.9", nvfp4, 90, GLM5).stage == "model_init"  # no marlin in 0.5.9
     assert moe_resolution.resolve_backend("0.5.23", nvfp4, 90, GLM5) == "marlin"
-    assert not moe_resolution.nvfp4_platform_refused("0.5.23", nvfp4, 90)
+    assert failure_model.launch_failure("0.5.23", nvfp4, 90, GLM5) is None
     assert moe_resolution.resolve_backend("0.5.23", nvfp4, 120, GLM5) == "flashinfer_cutlass"
     assert moe_resolution.resolve_backend("0.5.9", nvfp4, 100, GLM5) == "flashinfer_trtllm"
     assert moe_resolution.resolve_backend("0.5.9", nvfp4, 100, "LlamaForCausalLM") == "cutlass"
