@@ -13,6 +13,7 @@ simulated servers to show the server does what its failure model says."""
 from __future__ import annotations
 
 import ast
+import re
 import signal
 
 import pytest
@@ -36,7 +37,18 @@ REFERENCE_FLAGS = {"tp-size": "8", "attention-backend": "flashinfer"}
 # The cells the two sides still disagree on, each with why it is not resolved (the simulator always serves or fails;
 # the preflight may answer `unknown`).  The agreement test fails when this list and the disagreements differ, so a
 # cell resolved on either side has to leave it.
-UNRESOLVED: dict = {}
+MEGAMOE_UNDECIDED = ("the simulator serves, the preflight says unknown: past check_mega_moe_compat the Mega MoE path "
+                     "(the token-budget check against the GPU's default chunked prefill size, the experts' format per "
+                     "SM, the fallback to the fused MoE when the mega weights are not built) was not followed far "
+                     "enough on either side")
+UNRESOLVED: dict = {
+    ("0.5.23", "megamoe", quant, sm): MEGAMOE_UNDECIDED for quant in QUANTS for sm in (90, 100)
+} | {
+    ("0.5.23", "flashinfer_cutedsl", "modelopt_fp4", 120):
+        "both fail at the first forward, with a text neither side verified: the simulator prints the CuTe DSL "
+        "arch check's form as public logs show it (its admissible-arch list depends on nvidia-cutlass-dsl), the "
+        "preflight names no text",
+}
 
 
 def choices(version):
@@ -78,10 +90,13 @@ def outcome_kb(verdict):
 
 
 def same_text(sim_exc: str, kb_error: str) -> bool:
-    """The preflight's error names the simulator's exception type and its message is part of the simulator's (the
-    preflight may leave out a prefix the C++ side adds, e.g. DeepGEMM's "Assertion error (file): ")."""
+    """The preflight's error is part of the simulator's exception line, and where it names an exception type, the
+    same type (the preflight may leave out a prefix the C++ side adds, e.g. DeepGEMM's "Assertion error (file): "
+    or flashinfer's "Error in function '...' at file:line: ", or give only that C++ text)."""
     sim_type, _, sim_msg = sim_exc.partition(": ")
-    kb_type, _, kb_msg = (kb_error or "").partition(": ")
+    kb_type, sep, kb_msg = (kb_error or "").partition(": ")
+    if not sep or not re.fullmatch(r"[A-Za-z_][\w.]*", kb_type):
+        return bool(kb_error) and kb_error.strip() in sim_exc
     return sim_type.rsplit(".", 1)[-1] == kb_type.rsplit(".", 1)[-1] and kb_msg.strip() in sim_msg
 
 
