@@ -168,7 +168,7 @@ class Engine:
                     queue_len = len(self.waiting)
                     used, usage = self.token_usage()
                 self.log("prefill", new_seq=len(new), new_tok=tokens, cached=0, usage=usage,
-                         running=n_running, queue=queue_len, thr=tokens / dt if dt > 0 else 0.0)
+                         running=n_running, queue=queue_len)
                 for r in new:
                     if r.count_in_metrics:
                         self.stats["prompt_tokens"] += r.prompt_tokens

@@ -16,6 +16,15 @@ Every value comes from real nvidia-smi output; the source of each is named next 
     PCIe gen 5 x16: a public `--query-gpu` snapshot of the GB202 Workstation Edition (same die and
     board power; no Server Edition clock query was found, see SOURCES.md);
   - idle SM clock and the minimum power limit were not found in public output: ASSUMED values, marked.
+* b200 ("NVIDIA B200", SM100: the profile on which the SM10x-only MoE paths -- trtllm-gen, CuTe DSL, the DeepSeek
+  `auto` -> flashinfer_trtllm resolution -- serve):
+  - table with driver 580.95.05 / CUDA 13.0: `N/A 33C P0 192W / 1000W | ... / 183359MiB | 0% Default`, persistence
+    On, ECC `0`, MIG `Disabled` (github.com/NVIDIA/TensorRT-LLM/issues/10278, 8x B200);
+  - compute capability 10.0, 148 SMs, `clocks.max.memory` 3996 MHz (github.com/pytorch/ao/pull/4002);
+  - NV18 between every GPU pair in `topo -m` (github.com/vllm-project/vllm/issues/16336);
+  - PCI device id 0x2901 (github.com/NVIDIA/gpu-operator/pull/1242, "MIG configs for the B200 GPU- 2901");
+  - max SM clock, idle clocks, minimum power limit, part numbers and the load signature were not found in public
+    output: ASSUMED values, marked.
 """
 
 from __future__ import annotations
@@ -131,7 +140,55 @@ RTX_PRO_6000 = {
     "slowdown_temp_c": 89,  # ASSUMED
 }
 
-MODELS = {"h200": H200, "h200-x2": H200, "rtx-pro-6000": RTX_PRO_6000}
+B200 = {
+    "name": "NVIDIA B200",
+    "brand": "NVIDIA",
+    "architecture": "Blackwell",
+    "compute_cap": "10.0",
+    "memory_total_mib": 183359,
+    "memory_reserved_mib": 616,  # ASSUMED, as on H200
+    "free_round_mib": 1,
+    "bar1_total_mib": 262144,  # ASSUMED, as on H200
+    "power_limit_w": 1000.0,
+    "power_min_limit_w": 200.0,  # ASSUMED
+    "power_max_limit_w": 1000.0,
+    "idle_power_w": [192.0, 196.0],  # TensorRT-LLM #10278 table (GPUs 0 and 1, P0, model loaded, idle)
+    "idle_temp_c": [33, 35],
+    "idle_mem_temp_c": [33, 35],  # ASSUMED: as the GPU temperature
+    "idle_pstate": "P0",
+    "idle_sm_clock_mhz": 120,  # ASSUMED
+    "max_sm_clock_mhz": 1965,  # ASSUMED (not in the public sources found)
+    "mem_clock_mhz": 3996,
+    "supported_mem_clocks_mhz": [3996],
+    "supported_graphics_clocks_mhz": list(range(1965, 119, -15)),  # ASSUMED step, as on H200
+    "idle_video_clock_mhz": 765,  # ASSUMED, as on H200
+    "max_video_clock_mhz": 1650,  # ASSUMED
+    "pcie_gen": 5,
+    "pcie_width": 16,
+    "pci_device_id": "290110DE",
+    "pci_sub_system_id": "199910DE",  # ASSUMED
+    "vbios_version": "97.00.82.00.0C",  # ASSUMED
+    "board_part_number": "692-2G525-0220-000",  # ASSUMED
+    "gpu_part_number": "2901-886-A1",  # ASSUMED
+    "inforom_img_version": "G525.0220.00.04",  # ASSUMED
+    "fan": "N/A",
+    "ecc_table": "0",
+    "link": "NV18",
+    "nvlinks": 18,
+    "nvlink_gbps": "53.125",  # ASSUMED: NVLink 5 lanes
+    "p2p_read": "OK",
+    "virtualization_mode": "None",
+    # ASSUMED: power bound under load as the H200 recordings are (same SXM class), at the same share of the limit
+    "load_power_w": 988.0,
+    "load_power_jitter_w": 3.5,
+    "load_power_bound": True,
+    "load_sm_clocks_mhz": [1500, 1485, 1530, 1470, 1545, 1515, 1410, 1500, 1455, 1560],
+    "load_ramp_s": 1.25,
+    "max_operating_temp_c": 87,  # ASSUMED, as on H200
+    "slowdown_temp_c": 89,  # ASSUMED
+}
+
+MODELS = {"h200": H200, "h200-x2": H200, "rtx-pro-6000": RTX_PRO_6000, "b200": B200}
 
 # Defaults per profile name; profile.json keys override them.
 PROFILE_DEFAULTS = {
@@ -148,6 +205,7 @@ PROFILE_DEFAULTS = {
     },
     "h200": {"gpu_count": 8, "driver_version": "580.159.04", "cuda_version": "13.0"},
     "rtx-pro-6000": {"gpu_count": 8, "driver_version": "570.172.08", "cuda_version": "12.8"},
+    "b200": {"gpu_count": 8, "driver_version": "580.95.05", "cuda_version": "13.0"},
 }
 
 # CUDA version that a driver branch reports in the table header (real pairs seen in public output:

@@ -21,6 +21,8 @@ _FALLBACK = {
                      "max_sm_clock_mhz": 3090, "idle_sm_clock_mhz": 180, "idle_power_w": [28.0]},
     "h200": {"compute_cap": "9.0", "memory_total_mib": 143771, "power_limit_w": 700.0,
              "max_sm_clock_mhz": 1980, "idle_sm_clock_mhz": 345, "idle_power_w": [82.11]},
+    "b200": {"compute_cap": "10.0", "memory_total_mib": 183359, "power_limit_w": 1000.0,
+             "max_sm_clock_mhz": 1965, "idle_sm_clock_mhz": 120, "idle_power_w": [192.0]},
 }
 DEFAULT_STATE = "/run/moesweep-sim/gpu-state.json"
 # Fallback load draw when a GPU table has no load profile: ~55 % of the power limit at ~100 % utilisation

@@ -287,14 +287,16 @@ class Handler(BaseHTTPRequestHandler):
              "root": s.served_name, "parent": None, "max_model_len": s.context_len}]})
 
     def ep_flush_cache(self):
+        """A starlette ``Response(content=..., status_code=...)``: no media type, so no content-type header.
+        0.5.9 sends the "Cache flushed" text with 400 as well when the scheduler refuses (requests running or
+        waiting); 0.5.23 sends the scheduler's message, empty for that refusal, so "Flush cache failed."
+        (entrypoints/http_server.py ``flush_cache``; 0.5.23 managers/scheduler_components/flush_wrapper.py)."""
         s = self.server_obj
+        flushed = b"Cache flushed.\nPlease check backend logs for more details. " \
+                  b"(When there are running or waiting requests, the operation will not be performed.)\n"
         if s.engine and s.engine.flush_cache():
-            return self._send(200, b"Cache flushed.\nPlease check backend logs for more details. "
-                                   b"(When there are running or waiting requests, the operation will not "
-                                   b"be performed.)\n", "text/plain; charset=utf-8")
-        return self._send(400, b"Cache not flushed. Please check backend logs for more details. "
-                               b"(When there are running or waiting requests, the operation will not "
-                               b"be performed.)\n", "text/plain; charset=utf-8")
+            return self._send(200, flushed, None)
+        return self._send(400, flushed if s.version == "0.5.9" else b"Flush cache failed.\n", None)
 
     # ------------------------------------------------------------ generation
     def _make_req(self, prompt_tokens, sp, seed, rid=None, stream=False, script=None):

@@ -1,4 +1,4 @@
-"""Which MoE runner a simulated launch runs, and whether it dies for backend / quantization / SM reasons.
+"""Which MoE runner a simulated launch runs (where it dies: failure_model.py).
 
 Written from the emulated versions' code (sglang 0.5.9 with flashinfer 0.6.3 and sgl-kernel 0.3.21;
 sglang 0.5.23 with flashinfer 0.7.2), independently of the controller's knowledge base: nothing here
@@ -12,14 +12,10 @@ Sources (python/sglang/srt/... at the release tag):
   ``layers/quantization/modelopt_quant.py`` L1692-1818 ``ModelOptNvFp4FusedMoEMethod.apply()`` has a
   flashinfer_trtllm and a flashinfer_cutlass branch and otherwise runs sgl-kernel ``cutlass_moe_fp4``;
   ``fp8.py`` L1341-1360 / ``unquant.py`` L321-329 run triton.
-* 0.5.9 ``modelopt_quant.py`` L1332-1339: the NVFP4 MoE method raises off Blackwell (majors 10-12),
-  whatever the backend.  0.5.23 ``modelopt_quant.py`` L2370-2387 admits ``marlin`` (and ``auto``, which
-  ``create_moe_runner`` L3111-3149 turns into marlin on SM80-SM9x).
+* 0.5.23 ``modelopt_quant.py`` ``create_moe_runner`` L3111-3149 turns NVFP4 ``auto`` into marlin on SM80-SM9x.
 * 0.5.23 ``arg_groups/overrides.py`` L809-830 (DeepSeek family, SM100: ``auto`` -> flashinfer_trtllm for
   fp8 / modelopt_fp8 / modelopt_fp4 / modelopt_mixed and unquantized) and L1513-1522 (NVFP4 ``auto`` ->
   flashinfer_cutlass on SM110 / SM12x; ``is_sm120`` is compute capability major 12).
-* trtllm-gen MoE kernels exist for SM100/SM103 only: flashinfer 0.6.3 ``jit/fused_moe.py`` L215-238 and
-  0.7.2 ``csrc/trtllm_batched_gemm_runner.cu`` L205-219.
 * ``--mem-fraction-static`` is not range-checked: 0.5.9
   ``model_executor/model_runner_kv_cache_mixin.py`` L143-149 and 0.5.23
   ``mem_cache/kv_cache_configurator.py`` L3007-3060 size the KV pool as free memory minus
@@ -91,27 +87,26 @@ def resolve_backend(version: str, args: dict, sm: int, architecture: str = "") -
     return requested
 
 
-def nvfp4_platform_refused(version: str, args: dict, sm: int) -> bool:
-    """ModelOptNvFp4FusedMoEMethod.__init__ raises (while the model is built, before weights load)."""
-    if _quant(args) != "modelopt_fp4" or _major(sm) in (10, 11, 12):
-        return False
-    if version == "0.5.9":
-        return True
+def server_args_backend(version: str, args: dict, sm: int, architecture: str = "") -> str:
+    """``--moe-runner-backend`` after ServerArgs resolution (what ``server_args=...`` prints): ``auto`` is
+    rewritten only on the branches cited in the module docstring, ``megamoe`` becomes ``auto`` (0.5.23
+    ``arg_groups/mega_moe_hook.py`` ``handle_moe_runner_backend_alias``)."""
     requested = args.get("moe_runner_backend") or "auto"
-    if requested in ("marlin", "experimental_sgl_marlin"):
-        return False
-    # megamoe is rewritten to auto (+ --moe-a2a-backend megamoe) before the model is built
-    return not (requested in ("auto", "megamoe", "lora_cutedsl", "lora_triton", "lora_marlin") and 80 <= sm < 100)
-
-
-def trtllm_has_no_kernels(version: str, backend: str, args: dict, sm: int) -> bool:
-    """A trtllm-gen runner on a GPU with no trtllm-gen MoE kernels (anything but SM100/SM103): the launch
-    dies at the first MoE forward (flashinfer autotune, else CUDA graph capture)."""
-    if backend not in TRTLLM_FAMILY or sm in (100, 103):
-        return False
-    if _quant(args) == "modelopt_fp4" and nvfp4_platform_refused(version, args, sm):
-        return False  # the model never gets built
-    return True
+    quant = _quant(args)
+    if version == "0.5.9":
+        if (requested == "auto" and _major(sm) == 10 and architecture in DEEPSEEK_FAMILY and _a2a(args) == "none"
+                and quant in ("fp8", "modelopt_fp8", "modelopt_fp4")):
+            return "flashinfer_trtllm"
+        return requested
+    if requested == "megamoe":
+        return "auto"
+    if requested == "auto":
+        if (_major(sm) == 10 and architecture in DEEPSEEK_FAMILY_0523 and _a2a(args) == "none"
+                and quant in ("fp8", "modelopt_fp8", "modelopt_fp4", "modelopt_mixed", None)):
+            return "flashinfer_trtllm"
+        if quant == "modelopt_fp4" and (sm == 110 or _major(sm) == 12):
+            return "flashinfer_cutlass"
+    return requested
 
 
 def kv_pool_exceeds_free_memory(mem_fraction_static, max_total_tokens) -> bool:

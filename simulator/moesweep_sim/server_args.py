@@ -279,6 +279,11 @@ class ResolvedArgs:
     def _resolve_0523(self):
         v = self.values
         self._missing_defaults()
+        # handle_deprecated_args (serving_hook.py:284-302): the old switch becomes the auto fusion backend
+        if v.get("enable_flashinfer_allreduce_fusion") and v.get("flashinfer_allreduce_fusion_backend") is None:
+            self.notices.append((T.render(T.ALLREDUCE_FUSION_DEPRECATED_23), False))
+            v["flashinfer_allreduce_fusion_backend"] = "auto"
+        v["enable_flashinfer_allreduce_fusion"] = False
         cfg = self.cuda_graph_config_0523()
         dec, pre = cfg["decode"], cfg["prefill"]
         gpu_mem = self.gpu_mem
@@ -316,12 +321,68 @@ class ResolvedArgs:
             if gpu_mem is not None and gpu_mem > 60 * 1024:
                 reserved = max(reserved, 10 * 1024)
             v["mem_fraction_static"] = round((gpu_mem - reserved) / gpu_mem, 3) if gpu_mem is not None else 0.95
+        if self.model_arch == "GlmMoeDsaForCausalLM":
+            self._dsa_0523()
+        # handle_moe_kernel_config -> _moe_runner_backend_quant_constraints (overrides.py:1513-1522)
+        if v.get("moe_runner_backend") == "auto" and v.get("quantization") == "modelopt_fp4" \
+                and (self.sm == 110 or self.sm // 10 == 12):
+            v["moe_runner_backend"] = "flashinfer_cutlass"
+            self.notices.append((T.render(T.NVFP4_AUTO_FLASHINFER_CUTLASS_23), False))
         runner = v.get("moe_runner_backend")
         notice = {"flashinfer_cutedsl": T.CUTEDSL_SHARED_EXPERTS_23, "flashinfer_trtllm": T.TRTLLM_SHARED_EXPERTS_23,
                   "experimental_sgl_trtllm": T.TRTLLM_SHARED_EXPERTS_23}.get(runner)
         if notice is not None:
             v["disable_shared_experts_fusion"] = True
             self.notices.append((T.render(notice), False))
+
+    def _dsa_0523(self):
+        """GLM-5's DSA resolution on a CUDA GPU: _deepseek_family_overrides (arg_groups/model_overrides/
+        deepseek_v2.py:99-170: the dsa attention backend when none is given, page size 64 x index_kpool, which is 1
+        for GLM-5), then handle_model_specific_adjustments (arg_groups/model_hook.py:280-344: the dense-attention
+        threshold from the model's index_topk, 2048 in GLM-5's config.json; the TP-mode warning) and its
+        _dsa_kv_cache_dtype_default / _dsa_split_backend_resolution passes (arg_groups/overrides.py:490-740:
+        KV cache auto -> fp8_e4m3 on SM >= 10, else bfloat16; on SM12x GLM with an FP8 KV cache, the
+        flashinfer_sparse_mla prefill and decode backends)."""
+        v = self.values
+        major = self.sm // 10
+        if v.get("attention_backend") is None and v.get("prefill_attention_backend") is None \
+                and v.get("decode_attention_backend") is None:
+            v["attention_backend"] = "dsa"
+            self.notices.append((T.render(T.DSA_ATTN_BACKEND_23), False))
+        v["page_size"] = 64
+        self.notices.append((T.render(T.DSA_PAGE_SIZE_23, page=64), False))
+        self.notices.append((T.render(T.DSA_DENSE_THRESHOLD_23, topk=2048), False))
+        attn_dp = int(v.get("dp_size") or 1) if v.get("enable_dp_attention") else 1
+        attn_tp = int(v["tp_size"]) // attn_dp
+        if attn_tp > 1:
+            self.notices.append((T.render(T.DSA_TP_MODE_23, dp=attn_dp, tp=v["tp_size"], atp=attn_tp), False))
+        user_prefill = v.get("dsa_prefill_backend") is not None
+        user_decode = v.get("dsa_decode_backend") is not None
+        if (user_prefill or user_decode) and v["kv_cache_dtype"] == "auto":
+            self.notices.append((T.render(T.DSA_KV_DTYPE_HINT_23), False))
+        if v["kv_cache_dtype"] == "auto":
+            v["kv_cache_dtype"] = "fp8_e4m3" if major >= 10 else "bfloat16"
+            self.notices.append((T.render(T.DSA_KV_DTYPE_23, dtype=v["kv_cache_dtype"], major=major), False))
+        if v["kv_cache_dtype"] == "bf16":
+            v["kv_cache_dtype"] = "bfloat16"
+        kv = v["kv_cache_dtype"]
+        if major == 12 and kv == "fp8_e4m3":
+            backend = "flashinfer_sparse_mla"
+            v["dsa_prefill_backend"] = v["dsa_prefill_backend"] if user_prefill else backend
+            v["dsa_decode_backend"] = v["dsa_decode_backend"] if user_decode else backend
+            self.notices.append((T.render(T.DSA_BACKENDS_GLM_SM12_23, backend=backend), False))
+            return
+        if kv == "fp8_e4m3":
+            default = "trtllm" if major >= 10 else "flashmla_kv"
+            prefill, decode = default, default
+        else:
+            prefill, decode = "flashmla_sparse", "trtllm" if major >= 10 else "fa3"
+        if not user_prefill:
+            v["dsa_prefill_backend"] = prefill
+        if not user_decode:
+            v["dsa_decode_backend"] = decode
+        self.notices.append((T.render(T.DSA_BACKENDS_23, dtype=kv, prefill=v["dsa_prefill_backend"],
+                                      decode=v["dsa_decode_backend"]), False))
 
     # -------------------------------------------------------------- output
     def decode_capture_bs(self) -> list[int] | None:

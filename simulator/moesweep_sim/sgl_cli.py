@@ -240,24 +240,3 @@ def parse(version: str, argv: list[str]) -> tuple[dict, dict]:
         if alias in args and field not in args:
             args[field] = args.pop(alias)
     return args, spec
-
-
-def startup_asserts(version: str, args: dict) -> str | None:
-    """The ServerArgs.__post_init__ asserts that fire before any process spawns (0.5.9 server_args.py
-    ``_handle_moe_kernel_config``).  Returns the AssertionError message, or None."""
-    from . import templates as T
-
-    backend = args.get("moe_runner_backend")
-    quant = args.get("quantization")
-    tp = args.get("tp_size") or 1
-    ep = args.get("ep_size") or 1
-    if version == "0.5.9":
-        if backend == "flashinfer_cutlass":
-            if quant not in ("modelopt_fp4", "modelopt_fp8", None):
-                return T.render(T.ASSERT_CUTLASS_QUANT_9, q=quant)
-            if ep not in (1, tp):
-                return T.render(T.ASSERT_EP_9)
-        if backend == "flashinfer_trtllm":
-            if quant not in ("modelopt_fp4", "fp8", "modelopt_fp8", "compressed-tensors", None):
-                return T.render(T.ASSERT_TRTLLM_QUANT_9, q=quant)
-    return None

@@ -22,7 +22,7 @@ import threading
 import time
 import urllib.request
 
-from . import faults, gpustate, moe_resolution, multinode, sgl_cli
+from . import failure_model, faults, gpustate, moe_resolution, multinode, sgl_cli
 from . import templates as T
 from .engine import Engine
 from .http_api import Handler, HTTPServer, health_check_timeout
@@ -137,6 +137,9 @@ class Server:
         self.site = os.environ.get("MOESWEEP_SIM_SITE_PACKAGES", "/opt/sglang/venv/lib/python3.11/site-packages")
         self.backend = moe_resolution.resolve_backend(version, args, self.sm,
                                                       model_facts(args.get("model_path") or "")[1])
+        # where this launch dies for backend / quantization / GPU reasons (failure_model.py), None: it serves
+        self.failure = failure_model.launch_failure(version, args, self.sm,
+                                                    model_facts(args.get("model_path") or "")[1], env=os.environ)
         self.quant = args.get("quantization")
         self.served_name = args.get("served_model_name") or args.get("model_path")
         self.status = "Starting"  # ServerStatus.Starting / Up / UnHealthy
@@ -187,12 +190,30 @@ class Server:
         return T.render(tpl, **kw)
 
     # ------------------------------------------------------------ failures
+    def raise_frames(self, failure) -> list:
+        """The frame the failure is raised in (failure_model.py), or none for a C++ text."""
+        return [failure.frame] if failure.frame else []
+
+    def scheduler_crash_at(self, where: str, failure):
+        """A launch failure of failure_model.py raised in the scheduler, at `where` (model_init: while the model
+        is built; autotune: flashinfer autotune's dummy forward).  The frames from run_scheduler_process down to
+        that step are the real ones; the ones between that step and the raising line are left out (see the
+        README's known gaps); 0.5.9's trtllm-gen JIT failure has its whole real stack."""
+        exc = failure.exc.replace("{site}", self.site)
+        if self.version == "0.5.9" and where == "autotune" and failure.frame \
+                and failure.frame[0] == "flashinfer/compilation_context.py":
+            self.scheduler_crash("trtllm_sm120", exc)
+            return
+        prefix = T.STARTUP_PREFIX[(self.version, where)]
+        self.scheduler_crash("", exc, frames=prefix + self.raise_frames(failure))
+
     def scheduler_crash(self, frames_key: str, exc_line: str, rank0_only=False, during_serving=False,
-                        chained: tuple | None = None):
+                        chained: tuple | None = None, frames: list | None = None):
         """A scheduler process raised: every failing rank logs its traceback, then sends SIGQUIT to the
         parent, whose handler logs and kill_process_tree()s itself with SIGKILL (scheduler.py
         run_scheduler_process, engine.py launch-phase SIGQUIT handler, tokenizer_manager.py running-phase)."""
-        frames = T.TRACEBACKS.get((self.version, frames_key)) or T.TRACEBACKS[("0.5.9", frames_key)]
+        if frames is None:
+            frames = T.TRACEBACKS.get((self.version, frames_key)) or T.TRACEBACKS[("0.5.9", frames_key)]
         tb = ""
         if chained:
             inner_frames, inner_exc = chained
@@ -228,9 +249,7 @@ class Server:
         if (cli.get("moe_runner_backend") or "auto") == "auto":
             if self.backend == "flashinfer_trtllm" and self.sm // 10 == 10:
                 cli["moe_runner_backend"] = self.backend
-            elif (self.version != "0.5.9" and self.backend == "flashinfer_cutlass" and self.quant == "modelopt_fp4"
-                  and self.sm // 10 in (11, 12)):
-                cli["moe_runner_backend"] = self.backend
+            # 0.5.23's NVFP4 auto -> flashinfer_cutlass on SM110/SM12x: ResolvedArgs (it logs why)
         self.sa = ResolvedArgs(self.version, cli, gpu_mem_mib=self.gpu["memory_total_mib"], sm=self.sm,
                                model_arch=cls, mla=mla)
         self.served_name = self.sa["served_model_name"]
@@ -275,10 +294,10 @@ class Server:
 
         # weights
         self.ranks(lambda r: self.t(T.LOAD_BEGIN, avail=avail))
-        if moe_resolution.nvfp4_platform_refused(self.version, a, self.sm):
-            # ModelOptNvFp4FusedMoEMethod.__init__ raises while the model is built, before weights load
-            msg = self.t(T.NVFP4_PLATFORM_9 if self.version == "0.5.9" else T.NVFP4_PLATFORM_23)
-            self.scheduler_crash("nvfp4_platform", "ValueError: " + msg)
+        if self.failure is not None and self.failure.stage == "model_init":
+            # the loader's capability gate, the MoE quantization method's __init__ / create_moe_runner and
+            # MoeRunner.__init__ all run while the model is built, before any weight loads
+            self.scheduler_crash_at("model_init", self.failure)
         load_s = phase_seconds("load", 6.0)
         steps = 10
         per_rank = weights_gb / self.tp
@@ -337,9 +356,11 @@ class Server:
         self.ranks(lambda r: self.t(T.MEM_POOL_END_9 if self.version == "0.5.9" else T.MEM_POOL_END_23, avail=avail))
         self.max_running = self.max_num_reqs(tokens, a.get("max_running_requests"))
 
-        # trtllm-gen MoE kernels exist for SM100/SM103 only (flashinfer 0.6.3 / 0.7.2), whatever the quantization
-        trtllm_broken = moe_resolution.trtllm_has_no_kernels(self.version, self.backend, a, self.sm)
-        fi_exc = "RuntimeError: " + self.t(T.FI_NO_ARCH, majors=[10])
+        # the first MoE forward dies (failure_model.py): in flashinfer autotune where it runs, else in CUDA graph
+        # capture, else at the first request
+        fwd = self.failure if self.failure is not None and self.failure.stage == "first_forward" else None
+        trtllm_broken = fwd is not None
+        fi_exc = fwd.exc.replace("{site}", self.site) if fwd is not None else ""
         self.kernel_warmup(trtllm_broken, fi_exc, hf_config)
 
         # CUDA graph capture
@@ -361,9 +382,9 @@ class Server:
                 self.ranks(lambda r: self.t(T.CAPTURE_BS_9, bs=bs_list), only0=True)
             self.capture_progress(bs_list, capture_s, avail)
             if trtllm_broken:
-                inner = T.TRACEBACKS[("0.5.9", "oom_graph_inner")][:9] + T.TRACEBACKS[("0.5.9", "trtllm_sm120")][-6:]
+                inner = T.TRACEBACKS[("0.5.9", "oom_graph_inner")][:9] + self.raise_frames(fwd)
                 self.scheduler_crash("oom_graph_outer", "Exception: " + self.t(
-                    T.CAPTURE_FAILED, e=fi_exc.split(": ", 1)[1], hint=T.render(T.CAPTURE_FAILED_HINT)),
+                    T.CAPTURE_FAILED, e=fi_exc.split(": ", 1)[-1], hint=T.render(T.CAPTURE_FAILED_HINT)),
                     chained=(inner, fi_exc))
             if self.fault == "oom_graph":
                 oom = self.t(T.TORCH_OOM, req=2.0, gpu=0, total=total_gb, free=812.06, used=total_gb - 0.79,
@@ -399,6 +420,9 @@ class Server:
         self.engine.stalled = (lambda: stall() or rv.broken.is_set()) if rv is not None else stall
         self.engine.cuda_graph_max_bs = max(bs_list) if bs_list else 0
         self.engine.slowdown = self.state.slowdown_factor
+        self.last_prefill_stats_tic = time.perf_counter()
+        self.last_prefill_tokens = 0
+        Log.write(f"[moesweep-sim] the MoE layers run the {self.backend} runner\n")
         self.engine.start()
         self.state.start_serving(self.engine, total_gb - avail)
         if self.node_rank >= 1:
@@ -435,13 +459,14 @@ class Server:
                 self.ranks(lambda r: self.t(T.AUTOTUNE_BEGIN_9))
                 self.sleep("autotune", 2.0)
                 if trtllm_broken:
-                    self.scheduler_crash("trtllm_sm120", fi_exc)
+                    self.scheduler_crash_at("autotune", self.failure)
                 self.ranks(lambda r: self.t(T.AUTOTUNE_END_9))
             return
         # 0.5.23: EagerRunner(...).warmup() -> BaseRunner._warmup: allreduce-fusion workspaces first
-        # (flashinfer_comm_fusion.py _resolve_backend raises off SM90/SM10X), then flashinfer autotune
-        if a.get("enable_flashinfer_allreduce_fusion") and not (self.sm == 90 or 100 <= self.sm < 110) \
-                and self.tp > 1:
+        # (flashinfer_comm_fusion.py _resolve_backend raises off SM90/SM10X for any resolved fusion backend; the
+        # deprecated --enable-flashinfer-allreduce-fusion resolves to "auto"), then flashinfer autotune
+        if self.sa.get("flashinfer_allreduce_fusion_backend") is not None \
+                and not (self.sm == 90 or 100 <= self.sm < 110) and self.tp > 1:
             self.scheduler_crash("allreduce_fusion", "ValueError: " + self.t(T.ALLREDUCE_FUSION_23))
         autotune = (not a.get("disable_flashinfer_autotune") and self.sm >= 90
                     and self.backend in ("flashinfer_trtllm", "flashinfer_trtllm_routed", "flashinfer_mxfp4",
@@ -450,7 +475,7 @@ class Server:
             self.ranks(lambda r: self.t(T.AUTOTUNE_BEGIN_23, cache=self.autotune_cache_path(r, hf_config)))
             self.sleep("autotune", 2.0)
             if trtllm_broken:
-                self.scheduler_crash("trtllm_sm120", fi_exc)
+                self.scheduler_crash_at("autotune", self.failure)
             self.ranks(lambda r: self.t(T.AUTOTUNE_END_23))
 
     def autotune_cache_path(self, rank: int, hf_config: str) -> str:
@@ -518,6 +543,7 @@ class Server:
         if self.metrics is not None:
             self.metrics.log_stats(self.scheduler_stats())
         if kind == "prefill":
+            f["thr"] = self.prefill_input_throughput(f["new_tok"])
             if self.version == "0.5.9":
                 P = T.PREFILL_9.parts
                 msg = (P[0].format(it="", new_seq=f["new_seq"], new_tok=f["new_tok"], cached=f["cached"],
@@ -542,6 +568,21 @@ class Server:
                        + f"cuda graph: {cg}, gen throughput (token/s): {f['thr']:.2f}, #queue-req: {f['queue']}")
             Log.line(msg, self.prefix(0))
 
+    def prefill_input_throughput(self, new_tokens: int) -> float:
+        """The prefill line's `input throughput`, as the real scheduler computes it when it logs a prefill batch's
+        result: 0.5.9 divides the PREVIOUS prefill batch's tokens by the time since the previous prefill line (so
+        the first line says 0.00; managers/scheduler_metrics_mixin.py:166-169), 0.5.23 this batch's tokens by that
+        time (managers/scheduler_components/metrics_reporter.py:733-740); the clock starts when the scheduler's
+        metrics are set up (here: when the engine starts)."""
+        now = time.perf_counter()
+        gap = now - self.last_prefill_stats_tic
+        self.last_prefill_stats_tic = now
+        if self.version == "0.5.9":
+            thr = self.last_prefill_tokens / gap if gap > 0 else 0.0
+            self.last_prefill_tokens = new_tokens
+            return thr
+        return new_tokens / gap if gap > 0 else 0.0
+
     def engine_crash_hook(self, new_reqs) -> bool:
         crash = False
         if self.fault == "crash_after_ready" and self.status == "Up" and self.first_real_request.is_set():
@@ -557,7 +598,7 @@ class Server:
 
     def _crash_serving(self):
         if self.trtllm_first_forward:
-            frames_exc = "RuntimeError: " + self.t(T.FI_NO_ARCH, majors=[10])
+            frames_exc = self.failure.exc.replace("{site}", self.site)
         else:
             frames_exc = "RuntimeError: " + self.t(T.TORCH_ILLEGAL_ADDRESS).rstrip("\n")
         self.scheduler_crash("serve", frames_exc, during_serving=True)
@@ -723,17 +764,49 @@ def _jsonable(v) -> bool:
 
 
 # ---------------------------------------------------------------------------- entry point
+def log_notices_before(version: str, args: dict, failure) -> None:
+    """The resolution messages logged before a server-args failure.  0.5.9's __post_init__ runs
+    _handle_model_specific_adjustments (the DSA warnings) before _handle_moe_kernel_config, whose asserts come before
+    its shared-experts warning; 0.5.23's pipeline runs handle_mega_moe first of all, handle_moe_kernel_config (the
+    NVFP4-auto info, then the asserts, then the shared-experts fusion pass) after handle_model_specific_adjustments,
+    and check_server_args (the LoRA checks) after the whole pipeline (arg_groups/pipeline.py)."""
+    if "mega_moe_hook" in failure.source:
+        return
+    weights_gb, cls, _kv, mla, *_ = model_facts(args.get("model_path") or "")
+    gpu = gpustate.gpu_info(gpustate.profile())
+    sa = ResolvedArgs(version, dict(args), gpu_mem_mib=gpu["memory_total_mib"], sm=gpu["sm"], model_arch=cls, mla=mla)
+    after = () if "lora_hook" in failure.source else tuple(
+        T.render(t) for t in (T.TRTLLM_SHARED_EXPERTS_9, T.TRTLLM_SHARED_EXPERTS_23, T.CUTEDSL_SHARED_EXPERTS_23))
+    for msg, _bare in sa.notices:
+        if msg in after:
+            continue
+        if version == "0.5.9":
+            Log.bare(msg)
+        else:
+            Log.line(msg)
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     version = resolve_version()
     Log.write(f"[moesweep-sim] SIMULATED SGLang server (no GPU) emulating sglang {version}\n")
     args, spec = sgl_cli.parse(version, argv)
-    msg = sgl_cli.startup_asserts(version, args)
-    if msg is not None:
+    sm = gpustate.gpu_info(gpustate.profile())["sm"]
+    failure = failure_model.launch_failure(version, args, sm, model_facts(args.get("model_path") or "")[1],
+                                           env=os.environ)
+    if failure is not None and failure.stage == "server_args":
+        # ServerArgs resolution raises in the launching process: what it logged before the failing step, the
+        # traceback, exit status 1, no scheduler
+        log_notices_before(version, args, failure)
+        frame = ""
+        if failure.frame:
+            path, line, func, code = failure.frame[:4]
+            site = os.environ.get("MOESWEEP_SIM_SITE_PACKAGES", "/opt/sglang/venv/lib/python3.11/site-packages")
+            frame = f'  File "{site}/{path}", line {line}, in {func}\n    {code}\n'
         Log.write("Traceback (most recent call last):\n"
                   '  File "<frozen runpy>", line 198, in _run_module_as_main\n'
                   '  File "<frozen runpy>", line 88, in _run_code\n'
-                  f"AssertionError: {msg}\n")
+                  f"{frame}{failure.exc}\n")
         return 1
     srv = Server(version, args, spec)
     srv.run()

@@ -124,6 +124,33 @@ DSA_KV_DTYPE_HINT_9 = Tpl("sglang", "sglang/srt/server_args.py", V9, (
     "When specifying --nsa-prefill-backend or --nsa-decode-backend, you should also explicitly set "
     "--kv-cache-dtype (e.g., 'fp8_e4m3' or 'bfloat16'). DeepSeek V3.2 defaults to FP8 KV cache which may not "
     "be compatible with all backends.",))
+# 0.5.23 DSA resolution (GlmMoeDsaForCausalLM on a CUDA GPU): _deepseek_family_overrides, then
+# handle_model_specific_adjustments and its _dsa_kv_cache_dtype_default / _dsa_split_backend_resolution passes
+DSA_ATTN_BACKEND_23 = Tpl("sglang", "sglang/srt/arg_groups/model_overrides/deepseek_v2.py", V23,
+                          ("Use dsa attention backend for DeepSeek with DSA.",))
+DSA_PAGE_SIZE_23 = Tpl("sglang", "sglang/srt/arg_groups/model_overrides/deepseek_v2.py", V23,
+                       ("Setting page size to {page} for DeepSeek DSA.",))
+DSA_DENSE_THRESHOLD_23 = Tpl("sglang", "sglang/srt/arg_groups/model_hook.py", V23, (
+    "Set dense attention kv len threshold to model index_topk={topk} for DeepSeek with DSA.",))
+DSA_TP_MODE_23 = Tpl("sglang", "sglang/srt/arg_groups/model_hook.py", V23, (
+    "DSA with TP mode is active, attn_dp_size={dp}, tp_size={tp}, attn_tp_size={atp}, attention weights will be "
+    "sharded across {atp} ranks.",))
+DSA_KV_DTYPE_HINT_23 = Tpl("sglang", "sglang/srt/arg_groups/overrides.py", V23, (
+    "When specifying --dsa-prefill-backend or --dsa-decode-backend, you should also explicitly set "
+    "--kv-cache-dtype (e.g., 'fp8_e4m3' or 'bfloat16'). DeepSeek V3.2 defaults to FP8 KV cache which may not "
+    "be compatible with all backends.",))
+DSA_KV_DTYPE_23 = Tpl("sglang", "sglang/srt/arg_groups/overrides.py", V23,
+                      ("Setting KV cache dtype to {dtype} for DeepSeek DSA on SM{major} device.",))
+DSA_BACKENDS_GLM_SM12_23 = Tpl("sglang", "sglang/srt/arg_groups/overrides.py", V23, (
+    "Set DSA backends for GLM FP8 KV Cache on SM120/SM121: prefill={backend}, decode={backend}.",))
+DSA_BACKENDS_23 = Tpl("sglang", "sglang/srt/arg_groups/overrides.py", V23,
+                      ("Set DSA backends for {dtype} KV Cache: prefill={prefill}, decode={decode}.",))
+ALLREDUCE_FUSION_DEPRECATED_23 = Tpl("sglang", "sglang/srt/arg_groups/serving_hook.py", V23, (
+    "--enable-flashinfer-allreduce-fusion is deprecated. Please use --flashinfer-allreduce-fusion-backend=auto "
+    "instead.",))
+NVFP4_AUTO_FLASHINFER_CUTLASS_23 = Tpl("sglang", "sglang/srt/arg_groups/overrides.py", V23, (
+    "Use flashinfer_cutlass as MoE runner backend on SM110/SM120 for modelopt_fp4 (trtllm-gen MoE kernels are "
+    "SM100-only)",))
 DSA_KV_DTYPE_9 = Tpl("sglang", "sglang/srt/server_args.py", V9,
                      ("Setting KV cache dtype to {dtype} for DeepSeek DSA on SM{major} device.",))
 NSA_BACKENDS_9 = Tpl("sglang", "sglang/srt/server_args.py", V9,
@@ -228,14 +255,87 @@ ASSERT_EP_9 = Tpl("sglang", "sglang/srt/server_args.py", V9,
                   ("The expert parallel size must be 1 or the same as the tensor parallel size",))
 
 # flashinfer 0.6.3 (pinned by sglang 0.5.9): flashinfer/compilation_context.py:62-64
-FI_NO_ARCH = Tpl("flashinfer", "flashinfer/compilation_context.py", V9,
+FI_NO_ARCH = Tpl("flashinfer", "flashinfer/compilation_context.py", ALL,
                  ("No supported CUDA architectures found for major versions {majors}.",))
 # flashinfer 0.7.2 (pinned by sglang 0.5.23): data/csrc/trtllm_batched_gemm_runner.cu:205-219
 # (flashinfer_python 0.7.2 wheel, flashinfer/data/csrc/trtllm_batched_gemm_runner.cu:216-217; C++ source, not
 # checked by the test)
 FI_NO_SM120_CUBIN = Tpl("flashinfer-cpp", "flashinfer/data/csrc/trtllm_batched_gemm_runner.cu", V23, (
-    "The trtllm-gen batched GEMM cubin manifest contains no kernels runnable on sm120; "
+    "The trtllm-gen batched GEMM cubin manifest contains no kernels runnable on sm{sm}; "
     "this backend currently ships cubins for sm100, sm103 and sm107.",))
+
+# ---------------------------------------------------------------- MoE launch failures (failure_model.py)
+# sglang 0.5.9: the loader's capability gate (ModelOptFp4Config.get_min_capability() is 100), raised while the
+# quantization config is built, before the NVFP4 MoE method's own platform check
+LOADER_MIN_CAPABILITY_9 = Tpl("sglang", "sglang/srt/model_loader/loader.py", V9, (
+    "The quantization method {q} is not supported for the current GPU. Minimum capability: {min}. "
+    "Current capability: {cap}.",))
+TRITON_KERNEL_TOPK = Tpl("sglang", "sglang/srt/layers/moe/moe_runner/triton_kernels.py", ALL,
+                         ("Triton-kernel runner expects TritonKernelTopKOutput",))
+ASSERT_CUTLASS_QUANT_23 = Tpl("sglang", "sglang/srt/arg_groups/moe_hook.py", V23, (
+    "Invalid quantization '{q}'. \nFlashInfer Cutlass MOE supports only: 'modelopt_fp4', 'modelopt_fp8', "
+    "'modelopt_mixed', or bfloat16 (None).",))
+ASSERT_CUTEDSL_QUANT_23 = Tpl("sglang", "sglang/srt/arg_groups/moe_hook.py", V23, (
+    "Invalid quantization '{q}'. \nFlashInfer CuteDSL MOE currently supports only: 'modelopt_fp4', "
+    "'modelopt_mixed' (with NVFP4 MoE layers), 'nvfp4_online', or hybrid NVFP4 models.",))
+ASSERT_TRTLLM_QUANT_23 = Tpl("sglang", "sglang/srt/arg_groups/moe_hook.py", V23, (
+    "Invalid quantization '{q}'. \nFlashInfer TRTLLM MOE supports only: 'modelopt_fp4', 'nvfp4_online', "
+    "'fp8', 'modelopt_fp8', 'modelopt_mixed', 'compressed-tensors', or bfloat16 (None).",))
+ASSERT_TRTLLM_ROUTED_QUANT_23 = Tpl("sglang", "sglang/srt/arg_groups/moe_hook.py", V23, (
+    "Invalid quantization '{q}'. \nFlashInfer TRTLLM routed MOE supports only: 'fp8', 'mxfp8', 'modelopt_fp4', "
+    "'modelopt_mixed', 'nvfp4_online', 'minimax_m3_nvfp4', or bfloat16 (None).",))
+LORA_MOE_REQUIRES_LORA_23 = Tpl("sglang", "sglang/srt/arg_groups/lora_hook.py", V23,
+                                ("--moe-runner-backend {backend} requires --enable-lora (or --lora-paths)",))
+MEGAMOE_ARCH_23 = Tpl("sglang", "sglang/srt/arg_groups/mega_moe_hook.py", V23, (
+    "--moe-a2a-backend megamoe needs a CUDA SM90 GPU (block-FP8 experts) or an SM100-class GPU (MXFP4 / NVFP4 "
+    "experts); it runs DeepGEMM kernels over CUDA symmetric memory. On ROCm, set "
+    "SGLANG_AMD_USE_FLYDSL_MEGA_MOE=1 to select aiter MegaMoEv2 instead.",))
+NVFP4_CUTLASS_23 = Tpl("sglang", "sglang/srt/layers/quantization/modelopt_quant.py", V23, (
+    "moe_runner_backend=cutlass is not supported for NVFP4 MoE. Use --moe-runner-backend flashinfer_cutlass "
+    "instead.",))
+NVFP4_NO_APPLY_BRANCH_23 = Tpl("sglang", "sglang/srt/layers/quantization/modelopt_quant.py", V23, (
+    "Unsupported moe_runner_backend for NVFP4 MoE: {backend}. Use --moe-runner-backend flashinfer_cutlass "
+    "instead.",))
+HPC_OPS_NEEDS_SM90_23 = Tpl("sglang", "sglang/srt/layers/moe/moe_runner/runner.py", V23, (
+    "--moe-runner-backend hpc_ops requires an SM90 (Hopper) GPU (the HPC-Ops kernels ship sm90a only), got "
+    "sm{major}{minor}.",))
+HPC_OPS_OTHER_RUNNER_23 = Tpl("sglang", "sglang/srt/layers/moe/moe_runner/runner.py", V23, (
+    "--moe-runner-backend hpc_ops was requested, but this MoE layer's quantization method selected the "
+    "'{runner}' runner (hpc_ops only supports FP8 blockwise / per-tensor quantized MoE). Remove "
+    "--moe-runner-backend hpc_ops for this model.",))
+RUNNER_UNSUPPORTED_23 = Tpl("sglang", "sglang/srt/layers/moe/moe_runner/runner.py", V23,
+                            ("Unsupported runner backend: {backend}",))
+RUNNER_NO_FUSED_FUNC_23 = Tpl("sglang", "sglang/srt/layers/moe/moe_runner/runner.py", V23, (
+    "Runner backend {backend} requires a fused func for a2a backend {a2a}, but none is registered.",))
+FP8_APPLY_UNSUPPORTED_23 = Tpl("sglang", "sglang/srt/layers/quantization/fp8.py", V23,
+                               ("Unsupported runner backend: {backend}",))  # "... %s" % backend
+# flashinfer 0.6.3 @backend_requirement (flashinfer/utils.py:1149-1155): gemm_fp8_nt_groupwise's trtllm backend is
+# declared for SM100/SM103 only (gemm/gemm_base.py:3190-3191)
+FI_BACKEND_UNSUPPORTED = Tpl("flashinfer", "flashinfer/utils.py", V9,
+                             ("{func} does not support backend '{backend}'{extra}",))
+# Python's own texts for an attribute read on an object without it (the sglang line that reads it is cited in
+# failure_model.py)
+ATTRIBUTE_MISSING = Tpl("python", "Objects/object.c", ALL, ("'{type}' object has no attribute '{name}'",))
+MODULE_MISSING = Tpl("python", "importlib/_bootstrap.py", ALL, ("No module named '{name}'",))
+# C++ texts, read from the compiled libraries (`strings`), not checked by the test:
+# sgl-kernel 0.3.21 deep_gemm/deep_gemm_cpp.abi3.so: DeepGEMM's DG_HOST_UNREACHABLE(reason) throws
+# DGException("Assertion", __FILE__, __LINE__, reason), whose message is "<name> error (<file>:<line>): <reason>"
+# (deepseek-ai/DeepGEMM csrc/utils/exception.hpp); the .so records the file as below.  The line of the dispatch
+# in csrc/apis/gemm.hpp at the commit sgl-kernel 0.3.21 builds was not established: the message is shown with
+# the file only.
+DEEPGEMM_ARCH = Tpl("deep_gemm-cpp", "deep_gemm/deep_gemm_cpp.abi3.so", V9, (
+    "Assertion error (_deps/repo-deepgemm-src/csrc/apis/gemm.hpp): Unsupported architecture or scaling factor "
+    "types",))
+# sglang-kernel 0.4.10 sgl_kernel/sm100/common_ops.abi3.so (csrc/moe/fp8_blockwise_moe_kernel.cu): only the
+# sm90_ and sm100_ grouped-GEMM dispatchers exist
+SGL_KERNEL_FP8_GROUPED_MM = Tpl("sgl-kernel-cpp", "sgl_kernel/sm100/common_ops.abi3.so", V23, (
+    "No implemented fp8_blockwise_scaled_grouped_mm for current compute capability: {sm}",))
+# nvidia-cutlass-dsl (flashinfer 0.7.2's CuTe DSL MoE, CuteDslMoEWrapper built for SM100/103/107 only,
+# flashinfer/fused_moe/cute_dsl/fused_moe.py:663): the tcgen05 block-scaled MMA op checks the target arch when
+# the kernel is traced, cutlass/cute/nvgpu/tcgen05/mma.py `f"expects arch to be one of {self.admissible_archs},
+# but got {arch}"` (https://github.com/NVIDIA/cutlass/issues/2800 shows the text for sm_121a).
+CUTE_DSL_ARCH = Tpl("cutlass-dsl", "cutlass/cute/nvgpu/tcgen05/mma.py", V23, (
+    "expects arch to be one of {archs}, but got {arch}",))
 
 # torch's CUDA caching allocator message (c10/cuda/CUDACachingAllocator.cpp), not in any wheel
 # we check; shape as printed by torch >= 2.1.
@@ -463,6 +563,39 @@ S9_KV_POOL_OOM = S9_INIT_TO_MODEL_RUNNER + [
     ('sglang/srt/mem_cache/memory_pool.py', 1439, '_create_buffers', 'self.kv_buffer = [', None, False),
 ]
 
+# Where a failure_model.py launch failure is raised from, down to the step that raises (the raising frame itself
+# comes from failure_model.py): the model build (ModelRunner.initialize -> load_model) and flashinfer autotune.
+S23_INIT_TO_LOAD_MODEL = [
+    ('sglang/srt/managers/scheduler.py', 6362, 'run_scheduler_process',
+     'scheduler = Scheduler(server_args, port_args)', (12, 33), False),
+    ('sglang/srt/managers/scheduler.py', 568, '__init__',
+     'self.init_model_worker()', None, False),
+    ('sglang/srt/managers/scheduler.py', 1130, 'init_model_worker',
+     'self.init_tp_model_worker()', None, False),
+    ('sglang/srt/managers/scheduler.py', 1033, 'init_tp_model_worker',
+     'self.tp_worker = TpModelWorker(**worker_kwargs)', (17, 30), False),
+    ('sglang/srt/managers/tp_worker.py', 319, '__init__',
+     'self._init_model_runner()', None, False),
+    ('sglang/srt/managers/tp_worker.py', 487, '_init_model_runner',
+     'self._model_runner = ModelRunner(', (21, 12), False),
+    ('sglang/srt/model_executor/model_runner.py', 499, '__init__',
+     'self.initialize()', None, False),
+    ('sglang/srt/model_executor/model_runner.py', 715, 'initialize',
+     'self.load_model()', None, False),
+]
+S23_AUTOTUNE = S23_ALLREDUCE_FUSION[:9] + [
+    ('sglang/srt/model_executor/runner/base_runner.py', 284, '_warmup',
+     'self._flashinfer_autotune(buffers=buffers, batch_size=batch_size)', None, False),
+    ('sglang/srt/model_executor/runner/base_runner.py', 408, '_flashinfer_autotune',
+     'self._dummy_run(', None, False),
+]
+STARTUP_PREFIX = {
+    ("0.5.9", "model_init"): S9_NVFP4[:-1],
+    ("0.5.9", "autotune"): S9_TRTLLM[:len(S9_INIT_TO_MODEL_RUNNER) + 5],
+    ("0.5.23", "model_init"): S23_INIT_TO_LOAD_MODEL,
+    ("0.5.23", "autotune"): S23_AUTOTUNE,
+}
+
 TRACEBACKS = {
     ("0.5.23", "allreduce_fusion"): S23_ALLREDUCE_FUSION,
     ("0.5.9", "trtllm_sm120"): S9_TRTLLM,
@@ -472,6 +605,8 @@ TRACEBACKS = {
     ("0.5.9", "serve"): S9_SERVE,
     ("0.5.9", "nvfp4_platform"): S9_NVFP4,
     ("0.5.9", "kv_pool_oom"): S9_KV_POOL_OOM,
+    ("0.5.23", "init_to_load_model"): S23_INIT_TO_LOAD_MODEL,
+    ("0.5.23", "autotune"): S23_AUTOTUNE,
 }
 
 

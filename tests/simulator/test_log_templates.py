@@ -3,8 +3,9 @@
 For each template in simulator/moesweep_sim/templates.py, every literal fragment between
 placeholders must occur, in order, inside ONE string literal / f-string (adjacent literals joined,
 as the compiler does) of the cited file in the real wheel: sglang 0.5.9 / 0.5.23, uvicorn, tqdm (the progress
-bar of CUDA graph capture) and flashinfer 0.6.3 (the version sglang 0.5.9 pins).  Traceback frames are checked
-line by line against the wheel of the version they belong to.
+bar of CUDA graph capture) and flashinfer 0.6.3 / 0.7.2 (the versions sglang 0.5.9 / 0.5.23 pin).  Traceback
+frames, and the raising frame of every launch failure of failure_model.py, are checked line by line against the
+wheel of the version they belong to.
 Wheels are cached in ~/.cache/moesweep/wheels (pip download --no-deps); without network and
 cache the test skips.
 """
@@ -16,7 +17,8 @@ import re
 import string
 
 import pytest
-from moesweep_sim import templates as T  # noqa: E402
+from moesweep_sim import failure_model
+from moesweep_sim import templates as T
 from simulator.real_wheels import WHEELS, source
 
 
@@ -63,8 +65,6 @@ def test_template_occurs_in_realsource(name, tpl):
         pytest.skip(f"{tpl.origin} text, cited as {tpl.source}")
     versions = tpl.versions if tpl.origin in ("sglang", "flashinfer") else (None,)
     for ver in versions:
-        if tpl.origin == "flashinfer" and ver != "0.5.9":
-            continue
         req = WHEELS[(tpl.origin, ver)]
         src = source(req, tpl.source)
         nodes = _string_nodes(src)
@@ -85,14 +85,46 @@ def _frame_req(path: str, version: str) -> str | None:
     if path.startswith("sglang/"):
         return WHEELS[("sglang", version)]
     if path.startswith("flashinfer/"):
-        return WHEELS[("flashinfer", "0.5.9")]
+        return WHEELS[("flashinfer", version)]
     return None  # torch frames: third-party evidence, see templates.py
+
+
+def _failure_frames():
+    """The raising frame of every launch failure of failure_model.py over the agreement matrix."""
+    frames = {}
+    for version in ("0.5.9", "0.5.23"):
+        for backend in sorted(failure_model.ENUM_NAMES):
+            for quant in ("modelopt_fp4", "fp8", None):
+                for sm in (90, 100, 120):
+                    for env in ({}, {"SGLANG_ENABLE_JIT_DEEPGEMM": "0"}):
+                        f = failure_model.launch_failure(version, {"moe_runner_backend": backend, "quantization": quant,
+                                                                   "tp_size": 8}, sm, "GlmMoeDsaForCausalLM", env)
+                        if f is not None and f.frame:
+                            frames[(version, f.frame)] = f.exc
+    return frames
+
+
+def test_failure_model_raises_where_the_wheel_raises():
+    """Each raising frame is the wheel's line, inside the named function, and raises the failure's exception
+    type (a `raise X(`, an `assert`, an attribute read or an import)."""
+    frames = _failure_frames()
+    assert len(frames) >= 15
+    for (version, frame), exc in frames.items():
+        check_frames(version, [frame])
+        code, exc_type = frame[3], exc.split(":")[0].rsplit(".", 1)[-1]
+        assert (f"raise {exc_type}(" in code or (exc_type == "AssertionError" and code.startswith("assert"))
+                or (exc_type == "AttributeError" and "." in code) or (exc_type == "ModuleNotFoundError"
+                                                                      and code.startswith("import "))), (frame, exc)
 
 
 @pytest.mark.parametrize("key", list(T.TRACEBACKS), ids=[f"{v}-{k}" for v, k in T.TRACEBACKS])
 def test_traceback_frames_match_wheel(key):
-    for path, line, func, code, carets, _deco in T.TRACEBACKS[key]:
-        req = _frame_req(path, key[0])
+    check_frames(key[0], T.TRACEBACKS[key])
+
+
+def check_frames(version, frames):
+    for path, line, func, code, carets, _deco in frames:
+        req = _frame_req(path, version)
         if req is None:
             continue
         lines = source(req, path).splitlines()

@@ -252,11 +252,19 @@ def test_trtllm_on_sm120_crashes_with_sigkill(sims):
     assert "fired up" not in log and not s.state.exists()
 
 
-def test_nvfp4_on_h200_fails(sims):
-    s = sims(BASE + ["--moe-runner-backend", "flashinfer_cutlass"], gpu="h200")
+@pytest.mark.parametrize("version,text", [
+    # 0.5.9: the loader's capability gate comes first (model_loader/loader.py:236-241; ModelOptFp4Config's minimum
+    # capability is 100), before the NVFP4 MoE method's "Please use Blackwell" check is built
+    ("0.5.9", "ValueError: The quantization method modelopt_fp4 is not supported for the current GPU. "
+              "Minimum capability: 100. Current capability: 90."),
+    # 0.5.23: the minimum capability is 80 (marlin), so the MoE method's own check raises
+    ("0.5.23", "ValueError: Current platform does not support NVFP4 quantization with the selected MoE backend. "
+               "Please use Blackwell and above, or use moe_runner_backend=marlin on SM80+."),
+])
+def test_nvfp4_on_h200_fails(sims, version, text):
+    s = sims(BASE + ["--moe-runner-backend", "flashinfer_cutlass"], gpu="h200", version=version)
     assert s.wait_exit() == -signal.SIGKILL
-    assert "ValueError: Current platform does not support NVFP4 quantization. Please use Blackwell and above." \
-        in s.log()
+    assert text in s.log()
 
 
 def test_allreduce_fusion_sm120_on_0523(sims):
@@ -692,3 +700,87 @@ def test_nvidia_smi_sees_the_server_under_load(sims):
     time.sleep(0.6)
     out = subprocess.run([sys.executable, str(smi), *q], env=env, capture_output=True, text=True).stdout
     assert {line.split(", ")[0] for line in out.splitlines()} == {"0"}
+
+
+# ------------------------------------------------------------------------------ lines the real code prints
+def prefill_throughputs(log: str) -> list[float]:
+    return [float(line.rsplit("input throughput (token/s): ", 1)[1].split(",")[0])
+            for line in log.splitlines() if "Prefill batch" in line and "input throughput" in line]
+
+
+def test_first_prefill_line_reports_zero_input_throughput_on_059(sims):
+    """0.5.9 divides the previous prefill batch's tokens by the time since the previous prefill line
+    (managers/scheduler_metrics_mixin.py:166-169): the first line, the server's own warmup, says 0.00."""
+    s = sims(BASE + ["--moe-runner-backend", "flashinfer_cutlass"])
+    s.wait_ready()
+    s.req("POST", "/generate", {"text": "a b c d e f g h", "sampling_params": {"max_new_tokens": 1}})
+    rates = prefill_throughputs(s.log())
+    assert len(rates) >= 2 and rates[0] == 0.0 and rates[1] > 0
+
+
+def test_prefill_line_reports_this_batch_over_the_gap_on_0523(sims):
+    """0.5.23 divides this batch's tokens by the time since the previous prefill line (or since the scheduler's
+    metrics were set up; managers/scheduler_components/metrics_reporter.py:733-740): never 0 for a batch."""
+    s = sims(BASE + ["--moe-runner-backend", "flashinfer_cutlass"], version="0.5.23")
+    s.wait_ready()
+    rates = prefill_throughputs(s.log())
+    assert rates and rates[0] > 0
+
+
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.23"])
+def test_flush_cache_sends_no_content_type(sims, version):
+    """A starlette Response(content=..., status_code=...) has no media type, so no content-type header."""
+    s = sims(BASE + ["--moe-runner-backend", "flashinfer_cutlass"], version=version)
+    s.wait_ready()
+    status, body, r = s.req("POST", "/flush_cache")
+    assert status == 200 and body.startswith(b"Cache flushed.\nPlease check backend logs")
+    assert r.getheader("content-type") is None and r.getheader("content-length") == str(len(body))
+
+
+def test_0523_glm5_dsa_resolution_on_sm120(sims):
+    """0.5.23 resolves GLM-5's DSA settings and logs each step (arg_groups/model_overrides/deepseek_v2.py,
+    model_hook.py, overrides.py:490-740): the KV cache goes to fp8_e4m3 on SM >= 10 and the pool is allocated in
+    torch.float8_e4m3fn; on SM12x the GLM FP8 DSA backends are flashinfer_sparse_mla."""
+    s = sims(BASE + ["--moe-runner-backend", "flashinfer_cutlass", "--attention-backend", "flashinfer"],
+             version="0.5.23")
+    s.wait_ready()
+    log = s.log()
+    lines = ["Setting page size to 64 for DeepSeek DSA.",
+             "Set dense attention kv len threshold to model index_topk=2048 for DeepSeek with DSA.",
+             "DSA with TP mode is active, attn_dp_size=1, tp_size=8, attn_tp_size=8, attention weights will be "
+             "sharded across 8 ranks.",
+             "Setting KV cache dtype to fp8_e4m3 for DeepSeek DSA on SM12 device.",
+             "Set DSA backends for GLM FP8 KV Cache on SM120/SM121: prefill=flashinfer_sparse_mla, "
+             "decode=flashinfer_sparse_mla."]
+    positions = [log.index(line) for line in lines]
+    assert positions == sorted(positions)
+    assert "Use dsa attention backend" not in log  # --attention-backend was given
+    assert "KV Cache is allocated. dtype: torch.float8_e4m3fn," in log
+    assert "'kv_cache_dtype': 'fp8_e4m3'" in log or "kv_cache_dtype='fp8_e4m3'" in log
+
+
+def test_0523_glm5_dsa_resolution_on_sm90(sims):
+    s = sims(BASE[:-4] + ["--host", "127.0.0.1", "--quantization", "fp8"], gpu="h200", version="0.5.23")
+    s.wait_ready()
+    log = s.log()
+    assert "Use dsa attention backend for DeepSeek with DSA." in log
+    assert "Setting KV cache dtype to bfloat16 for DeepSeek DSA on SM9 device." in log
+    assert "Set DSA backends for bfloat16 KV Cache: prefill=flashmla_sparse, decode=fa3." in log
+    assert "KV Cache is allocated. dtype: torch.bfloat16," in log
+
+
+def test_0523_allreduce_fusion_switch_is_deprecated(sims):
+    s = sims(BASE + ["--moe-runner-backend", "flashinfer_cutlass", "--enable-flashinfer-allreduce-fusion"],
+             version="0.5.23")
+    assert s.wait_exit() == -signal.SIGKILL
+    log = s.log()
+    deprecated = ("--enable-flashinfer-allreduce-fusion is deprecated. Please use "
+                  "--flashinfer-allreduce-fusion-backend=auto instead.")
+    assert log.index(deprecated) < log.index("ValueError: FlashInfer allreduce fusion requires SM90 or SM10X")
+
+
+def test_0523_nvfp4_auto_on_sm120_says_why_it_runs_flashinfer_cutlass(sims):
+    s = sims(BASE, version="0.5.23")
+    s.wait_ready()
+    assert ("Use flashinfer_cutlass as MoE runner backend on SM110/SM120 for modelopt_fp4 (trtllm-gen MoE kernels "
+            "are SM100-only)") in s.log()

@@ -17,7 +17,8 @@ def register(sub) -> None:
     s = p.add_subparsers(dest="sim_command", metavar="ACTION", required=True)
     u = s.add_parser("up", help="boot simulated hosts and write their Ansible inventory")
     u.add_argument("--hosts", type=int, default=1, help="number of hosts (default 1)")
-    u.add_argument("--gpu", default="rtx-pro-6000", help="GPU profile: rtx-pro-6000 (SM120), h200 (SM90), h200-x2")
+    u.add_argument("--gpu", default="rtx-pro-6000",
+                   help="GPU profile: rtx-pro-6000 (SM120), h200 (SM90), h200-x2, b200 (SM100)")
     u.add_argument("--gpu-count", type=int, default=None, help="GPUs per host (default 8; 2 for h200-x2)")
     u.add_argument("--sglang-version", default="0.5.9", help="emulated sglang version: 0.5.9 or 0.5.23")
     u.add_argument(

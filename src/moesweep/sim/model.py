@@ -12,8 +12,8 @@ VETH_HOST_PREFIX = "msw-vc"
 SUBNET = "10.213"
 MAX_INDEX = 250
 MAX_HOSTS = 16
-GPU_MODELS = ("rtx-pro-6000", "h200", "h200-x2")
-DEFAULT_DRIVER = {"rtx-pro-6000": "570.172.08", "h200": "570.172.08", "h200-x2": "570.172.08"}
+GPU_MODELS = ("rtx-pro-6000", "h200", "h200-x2", "b200")
+DEFAULT_DRIVER = {"rtx-pro-6000": "570.172.08", "h200": "570.172.08", "h200-x2": "570.172.08", "b200": "570.172.08"}
 SGLANG_VERSIONS = ("0.5.9", "0.5.23")
 
 # Host-check knobs (`moesweep sim up --knob NAME=VALUE`): each puts one host check of gpu_facts in its failing state
