@@ -157,7 +157,7 @@ def _client(module, script, args, env):
 def _download(module, args, env, result):
     """The download, resumed up to DOWNLOAD_ATTEMPTS times when the connection breaks: the client keeps what it
     received in ``.incomplete`` files and asks for the rest (an HTTP Range request)."""
-    for attempt in range(1, DOWNLOAD_ATTEMPTS + 1):
+    for _attempt in range(DOWNLOAD_ATTEMPTS):
         rc, out, err = module.run_command([module.params["python"], "-c", DOWNLOAD] + args, environ_update=env)
         if rc == 0:
             return
