@@ -21,6 +21,7 @@ SIM_TOKENIZER = "/opt/moesweep-sim/tokenizer"
 SIM_ALLREDUCE = ["/opt/moesweep-sim/bin/allreduce-perf-sim"]
 SIM_MODEL_CONFIG = "/opt/moesweep-sim/models/glm-5-nvfp4/config.json"
 SIM_STAGE_PYTHON = "/opt/moesweep/venvs/client/bin/python"
+SIM_STAGE_RESERVE = 256 << 20
 HEADER_LINE = "# Written by `moesweep sim up`: SIMULATED GPU hosts (systemd-nspawn, no GPU)."
 _HEADER_START = "---\n# Written by `moesweep sim up`: SIMULATED GPU hosts"
 _CLUSTER_LINE = re.compile(r"^# moesweep sim cluster: ([A-Za-z0-9_-]{1,20})$", re.M)
@@ -80,6 +81,9 @@ def inventory_data(hosts: list[Host], key: Path) -> dict:
             members[h.name].update({
                 "model_hub_endpoint": h.extra["hub_url"],
                 "model_stage_python": SIM_STAGE_PYTHON,
+                # the simulated server compiles no kernels: no JIT caches to keep room for beside the model (the
+                # default 10 GiB exceeds a simulated host's disk)
+                "model_stage_reserve_bytes": SIM_STAGE_RESERVE,
             })
     return {"all": {"children": {"gpu_hosts": {
         "hosts": members,
