@@ -57,7 +57,7 @@ def test_the_users_command_provisions_a_bare_host_then_records_a_point(bare):
     assert point["provenance"]["stack"] == "test-cpu-sglang-0.5.9"
     assert {c["name"] for c in point["facts"]["host_checks"]} >= {"p2p", "shm", "driver_cuda"}
     # the model: staged from the simulated hub once, served from its local copy with the hub out of the unit's way
-    assert "TASK [Stage the model lukealonso/GLM-5-NVFP4 on the host before its first point]" in first.stdout
+    assert "TASK [Stage the model on the host before its first point, lukealonso/GLM-5-NVFP4]" in first.stdout
     model = point["model"]
     assert model["repo_id"] == "lukealonso/GLM-5-NVFP4" and re.fullmatch(r"[0-9a-f]{40}", model["revision"])
     assert model["local_path"] == MODEL_DIR and model["downloaded"] is True
