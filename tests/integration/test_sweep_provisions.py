@@ -19,6 +19,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 from conftest import SIM_FAST, SIM_RATES, SMALL_BENCH, run_ansible
 
 from moesweep.sim import hub
@@ -98,7 +99,7 @@ def _stage(cluster, host, url, dest):
     out = run_ansible("ansible", "-i", str(cluster.inventory), host, "-m", "moesweep.sweep.model_stage", "-a",
                       json.dumps({"repo_id": REPO_ID, "local_dir": dest, "endpoint": url, "reserve_bytes": 0,
                                   "python": "/opt/moesweep/venvs/client/bin/python"}), check=False)
-    return out, json.loads(out.stdout.split("=>", 1)[1])
+    return out, yaml.safe_load(out.stdout.split("=>", 1)[1])  # the default callback's YAML result
 
 
 @contextlib.contextmanager
