@@ -108,7 +108,8 @@ def sweep_point(cluster: SimCluster, backend: str, env: dict | None = None, benc
     variables = {"backend": backend, "sglang_server_extra_environment": {**SIM_FAST, **SIM_RATES, **(env or {})},
                  "sglang_server_stall_timeout": 5, "sglang_server_ready_timeout": 120,
                  "sglang_bench_enabled": bench, "results_dir": str(results_dir or cluster.results_dir),
-                 "restore": "none", "rerun": True, "provision": False,
+                 # not provisioned: no venv with huggingface_hub to stage the model with (the simulator loads none)
+                 "restore": "none", "rerun": True, "provision": False, "stage_model": False,
                  **SMALL_BENCH, **extravars}
     run = run_playbook("playbooks/sweep.yml", extravars=variables, inventory=str(cluster.inventory))
     return run, run.hosts[cluster.names[0]]

@@ -52,6 +52,7 @@ ARGUMENT_SPEC = dict(
     measured=dict(type="dict", default={}),
     recorder=dict(type="bool", default=True),
     written=dict(type="list", elements="dict", default=[]),
+    model=dict(type="dict", default={}),
 )
 
 _COLLECTION_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -270,7 +271,8 @@ class ActionModule(ActionBase):
                    benchmark=stage_results["benchmark"], failed_stage=failed_stage, failed_result=a["failed_result"],
                    failed_task=a["failed_task"], failed_msg=(a["failed_result"] or {}).get("msg"),
                    bench_settings=a["bench_settings"], reference_concurrency=sweep.get("reference_concurrency"),
-                   unit_sha256=None, artifacts=[], nodes=a["nodes"], interconnect=a["interconnect"])
+                   unit_sha256=None, artifacts=[], nodes=a["nodes"], interconnect=a["interconnect"],
+                   model=a["model"])
         # Decided before the artifacts are read: their read stops the server in the same round trip. The last point
         # of the host is stopped when the restore puts back another (its record, not yet written, counts).
         stop_requested = os.path.exists(stop_file)

@@ -11,9 +11,9 @@ description:
   - Lists the repository's files at O(revision) with the C(huggingface_hub) of O(python) (the server venv's),
     keeps the ones a server loads (config, tokenizer, custom code, the safetensors weights, else .bin / .pt),
     refuses before any byte moves when they do not fit on the disk of O(local_dir) with O(reserve_bytes) to
-    spare, downloads what is missing with C(snapshot_download) (resumable), checks every file's size and the
-    sha256 of the LFS ones against the hub's list, fetches a mismatching file again once, and writes a record
-    of the verified stage in O(local_dir).
+    spare, downloads what is missing with C(snapshot_download) (a broken connection is resumed, up to 3 client
+    runs), checks every file's size and the sha256 of the LFS ones against the hub's list, fetches a mismatching
+    file again once, and writes a record of the verified stage in O(local_dir).
   - A re-run with the revision staged and the files at their sizes downloads nothing (RV(changed) false).
   - The token goes to the client in E(HF_TOKEN), never on a command line nor in the result.
   - Check mode lists and decides, and changes nothing.
@@ -79,6 +79,12 @@ bytes: {description: Size of the staged files., returned: success, type: int, sa
 files: {description: Number of staged files., returned: success, type: int, sample: 97}
 downloaded: {description: Whether anything was downloaded (false when the revision was staged and verified)., returned: success, type: bool, sample: false}
 refetched: {description: Files fetched again because their size or sha256 did not match the hub's., returned: success, type: list, elements: str, sample: []}
+interrupted:
+  description: The client's error of each download run that broke off and was resumed by the next (up to 3 runs).
+  returned: success
+  type: list
+  elements: str
+  sample: ["requests.exceptions.ChunkedEncodingError: ('Connection broken: IncompleteRead(...)')"]
 """
 
 import hashlib
@@ -104,6 +110,10 @@ from huggingface_hub import snapshot_download
 snapshot_download(sys.argv[1], revision=sys.argv[2], local_dir=sys.argv[3], allow_patterns=json.loads(sys.argv[4]),
                   endpoint=os.environ.get("HF_ENDPOINT") or None)
 """
+
+
+# A broken connection (a cut, a reset) ends one client run; the next one resumes from the bytes kept.
+DOWNLOAD_ATTEMPTS = 3
 
 
 def _sha256(path):
@@ -144,6 +154,20 @@ def _client(module, script, args, env):
     return out
 
 
+def _download(module, args, env, result):
+    """The download, resumed up to DOWNLOAD_ATTEMPTS times when the connection breaks: the client keeps what it
+    received in ``.incomplete`` files and asks for the rest (an HTTP Range request)."""
+    for _attempt in range(DOWNLOAD_ATTEMPTS):
+        rc, out, err = module.run_command([module.params["python"], "-c", DOWNLOAD] + args, environ_update=env)
+        if rc == 0:
+            return
+        last = (err or out or "").strip().splitlines()
+        result["interrupted"].append(last[-1] if last else "exit %d" % rc)
+    module.fail_json(msg="huggingface_hub failed for %s %d times, the last: %s (what arrived is kept: the next stage "
+                     "resumes it)" % (module.params["repo_id"], DOWNLOAD_ATTEMPTS, result["interrupted"][-1]),
+                     rc=rc, **result)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -170,7 +194,8 @@ def main():
     files = ms.wanted(listed["files"])
     local_dir = p["local_dir"]
     result = dict(changed=False, repo_id=p["repo_id"], revision=listed["sha"], local_path=local_dir,
-                  bytes=sum(f["size"] for f in files), files=len(files), downloaded=False, refetched=[])
+                  bytes=sum(f["size"] for f in files), files=len(files), downloaded=False, refetched=[],
+                  interrupted=[])
     marker_path = os.path.join(local_dir, ms.MARKER)
     try:
         with open(marker_path) as handle:
@@ -189,7 +214,7 @@ def main():
     if not os.path.isdir(local_dir):
         os.makedirs(local_dir, 0o755)
     args = [p["repo_id"], listed["sha"], local_dir, json.dumps(ms.allow_patterns(files))]
-    _client(module, DOWNLOAD, args, env)
+    _download(module, args, env, result)
     for attempt in (1, 2):
         seen = {}
         for f in files:
@@ -209,7 +234,7 @@ def main():
                     os.remove(stale)
         # the client's own record of the file would make it skip the download: drop it with the file
         shutil.rmtree(os.path.join(local_dir, ".cache", "huggingface", "download"), ignore_errors=True)
-        _client(module, DOWNLOAD, args, env)
+        _download(module, args, env, result)
     tmp = marker_path + ".tmp"
     with open(tmp, "w") as handle:
         json.dump(ms.record(p["repo_id"], listed["sha"], local_dir, files), handle, indent=1, sort_keys=True)

@@ -202,6 +202,13 @@ options:
     description: For O(state=interconnect) - this run's measurements by key (RV(key)), looked at before the results.
     type: dict
     default: {}
+  model:
+    description:
+      - For O(state=point) - the model the point served, recorded as its C(model) key - M(moesweep.sweep.model_stage)'s
+        C(repo_id), C(revision) (the commit hash), C(local_path), C(bytes) and C(downloaded), or only C(local_path) for
+        a pre-staged directory.
+    type: dict
+    default: {}
 attributes:
   action:
     support: full

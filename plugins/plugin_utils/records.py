@@ -464,7 +464,7 @@ def stage_of(task_action, failed_result=None):
     return {"sglang_preflight": "preflight", "sglang_ready": "readiness", "gpu_released": "restart",
             "sglang_smoke": "smoke", "sglang_accuracy": "accuracy", "sglang_bench": "benchmark",
             "sglang_bench_wait": "benchmark", "gpu_facts": "facts", "port_owner": "preflight",
-            "interconnect_facts": "interconnect"}.get(action, "other")
+            "interconnect_facts": "interconnect", "model_stage": "preflight"}.get(action, "other")
 
 
 # A node group's readiness also names the rank that decided it and carries every rank's own verdict; a restart's
@@ -500,6 +500,15 @@ def diagnosis_of(benchmark, reference_concurrency):
     return None
 
 
+# What a record keeps of the model it served (model_stage's result, or the local directory of a pre-staged model).
+MODEL_KEYS = ("repo_id", "revision", "local_path", "bytes", "downloaded")
+
+
+def model_of(staged):
+    """The model part of a record: the hub repository, the commit staged and the local directory served."""
+    return _pick(staged or {}, MODEL_KEYS)
+
+
 def build_point_record(ctx):
     """The record of one point (docs/results.md) from the context the sweep_record action gathered."""
     readiness = ctx.get("readiness") or {}
@@ -529,6 +538,7 @@ def build_point_record(ctx):
         "seconds": ctx.get("seconds"),
         "facts": ctx.get("facts") or {},
         "provenance": ctx.get("provenance") or {},
+        "model": model_of(ctx.get("model")),
         "launch": dict(_pick(launch, ("argv", "command_line", "flags", "port", "host", "environment",
                                       "secret_environment_keys", "sglang_version", "launch_hash")),
                        unit_sha256=ctx.get("unit_sha256")),

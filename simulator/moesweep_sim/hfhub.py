@@ -226,15 +226,19 @@ GITATTRIBUTES = "".join(f"{p} filter=lfs diff=lfs merge=lfs -text\n" for p in (
     "*.bin", "*.h5", "*.msgpack", "*.onnx", "*.pt", "*.pth", "*.safetensors", "*tfevents*"))
 
 
-def write_tiny_model(dest: Path, tokenizer_dir: Path, weight_bytes: int = 1 << 20) -> Path:
-    """A tiny model repository: config, the simulator's tokenizer, and one safetensors file of ``weight_bytes``
-    zero-filled float16 weights (a valid safetensors header: 8-byte little-endian length, then JSON)."""
+TINY_CONFIG = {
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+    "num_attention_heads": 4, "num_hidden_layers": 1, "num_key_value_heads": 4, "vocab_size": 1400,
+    "max_position_embeddings": 2048, "torch_dtype": "float16"}
+
+
+def write_tiny_model(dest: Path, tokenizer_dir: Path, weight_bytes: int = 1 << 20, config: dict | None = None) -> Path:
+    """A tiny model repository: config (``config``, else a one-layer Llama's), the simulator's tokenizer, and one
+    safetensors file of ``weight_bytes`` zero-filled float16 weights (a valid safetensors header: 8-byte
+    little-endian length, then JSON)."""
     dest.mkdir(parents=True, exist_ok=True)
     (dest / ".gitattributes").write_text(GITATTRIBUTES)
-    (dest / "config.json").write_text(json.dumps({
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
-        "num_attention_heads": 4, "num_hidden_layers": 1, "num_key_value_heads": 4, "vocab_size": 1400,
-        "max_position_embeddings": 2048, "torch_dtype": "float16"}, indent=2) + "\n")
+    (dest / "config.json").write_text(json.dumps(config or TINY_CONFIG, indent=2) + "\n")
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         (dest / name).write_bytes((tokenizer_dir / name).read_bytes())
     count = weight_bytes // 2
@@ -244,3 +248,36 @@ def write_tiny_model(dest: Path, tokenizer_dir: Path, weight_bytes: int = 1 << 2
     with open(dest / "model.safetensors", "wb") as f:
         f.write(len(header).to_bytes(8, "little") + header + bytes(count * 2))
     return dest
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``serve --root ROOT --bind ADDR --port N``: the hub in the foreground (what `moesweep sim up` starts on each
+    host's link); ``write-tiny DEST --tokenizer DIR [--config FILE] [--weight-bytes N]``: a tiny model repository."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m moesweep_sim.hfhub", description=main.__doc__)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("serve")
+    s.add_argument("--root", type=Path, required=True)
+    s.add_argument("--bind", required=True)
+    s.add_argument("--port", type=int, required=True)
+    w = sub.add_parser("write-tiny")
+    w.add_argument("dest", type=Path)
+    w.add_argument("--tokenizer", type=Path, required=True)
+    w.add_argument("--config", type=Path)
+    w.add_argument("--weight-bytes", type=int, default=1 << 20)
+    args = parser.parse_args(argv)
+    if args.cmd == "write-tiny":
+        config = json.loads(args.config.read_text()) if args.config else None
+        print(write_tiny_model(args.dest, args.tokenizer, args.weight_bytes, config))
+        return 0
+    if args.bind in ("", "0.0.0.0", "::"):
+        parser.error("bind to one address (the host's link), never all interfaces")
+    hub = Hub(args.root, (args.bind, args.port))
+    print(f"http://{args.bind}:{hub.server_address[1]}", flush=True)
+    hub.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -59,7 +59,8 @@ def backend_of(cluster):
 
 def settings_file(tmp_path: Path, **more) -> Path:
     values = {"sglang_server_extra_environment": dict(SIM_FAST), "sglang_server_stall_timeout": 5,
-              "sglang_server_ready_timeout": 120, "sglang_bench_enabled": False, "provision": False}
+              "sglang_server_ready_timeout": 120, "sglang_bench_enabled": False, "provision": False,
+              "stage_model": False}
     for key, value in more.items():
         if isinstance(value, dict) and isinstance(values.get(key), dict):
             values[key] = {**values[key], **value}

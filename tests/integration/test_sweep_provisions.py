@@ -1,18 +1,33 @@
 """After only `moesweep sim up`, the user's exact `ansible-playbook sweep.yml -e backend=flashinfer_cutedsl`
 provisions the host (site.yml's roles, from the wheelhouse `sim up` serves on the host's link, named by the
-inventory it wrote), then records a benchmarked point; a second run provisions nothing. -e provision=false skips
-the provisioning look altogether.
+inventory it wrote), stages the model from the hub `sim up` serves there (a tiny stand-in of the default model-path),
+then records a benchmarked point whose record holds the model's revision and local path; a second run provisions
+and downloads nothing. A model dir on a disk too small refuses the point before any byte moves, recorded. The
+staging module itself on the host: an interrupted download resumes, a corrupted file is fetched again. -e
+provision=false skips the provisioning look altogether.
 
 A cluster of its own (1 host), booted bare for this module: the first run installs the test stack (minutes)."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
+import os
+import re
+import subprocess
+import sys
 
 import pytest
-from conftest import SIM_FAST, SIM_RATES, SMALL_BENCH
+import yaml
+from conftest import SIM_FAST, SIM_RATES, SMALL_BENCH, run_ansible
+
+from moesweep.sim import hub
 
 pytestmark = pytest.mark.hosts
+
+REPO_ID = "lukealonso/GLM-5-NVFP4"
+MODEL_DIR = "/var/lib/sglang/models/" + REPO_ID
 
 
 @pytest.fixture(scope="module")
@@ -42,8 +57,85 @@ def test_the_users_command_provisions_a_bare_host_then_records_a_point(bare):
     assert point["status"] == "passed" and point["benchmark"]["levels"], point["status"]
     assert point["provenance"]["stack"] == "test-cpu-sglang-0.5.9"
     assert {c["name"] for c in point["facts"]["host_checks"]} >= {"p2p", "shm", "driver_cuda"}
+    # the model: staged from the simulated hub once, served from its local copy with the hub out of the unit's way
+    assert "TASK [Stage the model on the host before its first point, lukealonso/GLM-5-NVFP4]" in first.stdout
+    model = point["model"]
+    assert model["repo_id"] == "lukealonso/GLM-5-NVFP4" and re.fullmatch(r"[0-9a-f]{40}", model["revision"])
+    assert model["local_path"] == MODEL_DIR and model["downloaded"] is True
+    assert point["launch"]["flags"]["model-path"] == MODEL_DIR
+    assert point["launch"]["environment"]["HF_HUB_OFFLINE"] == "1"
+    staged = json.loads(cluster.sh(host, f"cat {MODEL_DIR}/.moesweep-staged.json").stdout)
+    assert staged["revision"] == model["revision"] and "model.safetensors" in staged["files"]
 
-    second = cluster.playbook("sweep.yml", "-e", "backend=flashinfer_cutedsl", "-e", f"@{settings}", check=False)
+    # rerun: the point runs again (not skipped as passed), and finds the revision staged and verified
+    second = cluster.playbook("sweep.yml", "-e", "backend=flashinfer_cutedsl", "-e", f"@{settings}", "-e",
+                              "rerun=true", check=False)
     assert second.returncode == 0, second.stdout[-6000:]
     assert "Start the locked installs" not in second.stdout and "Create the venvs" not in second.stdout
     assert "skipping: no hosts matched" in second.stdout  # the provisioning play has no host left
+    points = [json.loads(line) for f in results.glob("*/points.jsonl") for line in f.read_text().splitlines()]
+    again = [r for r in points if r.get("kind") == "point" and r["point"] == "flashinfer_cutedsl"][-1]
+    assert again["status"] == "passed" and again["model"]["downloaded"] is False, again["model"]
+    assert again["model"]["revision"] == model["revision"]
+
+
+def test_a_disk_too_small_for_the_model_refuses_the_point_before_any_byte_moves(bare):
+    cluster, settings, results = bare
+    host = cluster.names[0]
+    small = "/var/lib/sglang/models-small"
+    run = cluster.playbook("sweep.yml", "-e", "backend=flashinfer_cutedsl", "-e", f"@{settings}", "-e",
+                           f"sweep_model_dir={small}", "-e", f"model_stage_reserve_bytes={1 << 60}", check=False)
+    assert run.returncode != 0  # the sweep says which point did not pass
+    assert "PLAY RECAP" in run.stdout and "flashinfer_cutedsl refused" in run.stdout, run.stdout[-6000:]
+    points = [json.loads(line) for f in results.glob("*/points.jsonl") for line in f.read_text().splitlines()]
+    refused = [r for r in points if r.get("kind") == "point" and r["point"] == "flashinfer_cutedsl"][-1]
+    assert refused["status"] == "refused" and "staging refused" in refused["failed_msg"], refused["failed_msg"]
+    assert "kept free for the JIT caches need" in refused["failed_msg"] and " free" in refused["failed_msg"]
+    assert refused["model"]["local_path"] == small + "/lukealonso/GLM-5-NVFP4"
+    assert cluster.sh(host, f"test -e {small}").returncode != 0  # nothing was created, nothing downloaded
+
+
+def _stage(cluster, host, url, dest):
+    out = run_ansible("ansible", "-i", str(cluster.inventory), host, "-m", "moesweep.sweep.model_stage", "-a",
+                      json.dumps({"repo_id": REPO_ID, "local_dir": dest, "endpoint": url, "reserve_bytes": 0,
+                                  "python": "/opt/moesweep/venvs/client/bin/python"}), check=False)
+    return out, yaml.safe_load(out.stdout.split("=>", 1)[1])  # the default callback's YAML result
+
+
+@contextlib.contextmanager
+def _knob_hub(gateway, knobs):
+    """A second hub on the host's link serving the same repository with a fault knob (the one `sim up` serves
+    has none)."""
+    proc = subprocess.Popen([sys.executable, "-m", "moesweep_sim.hfhub", "serve", "--root", str(hub.root()),
+                             "--bind", gateway, "--port", "0"], stdout=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=str(hub.SIMULATOR), **knobs))
+    try:
+        yield proc.stdout.readline().strip()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_the_staging_module_resumes_a_cut_download_and_fetches_a_corrupted_file_again(bare):
+    cluster, _settings, _results = bare
+    host = cluster.names[0]
+    gateway = cluster.hosts[0].gateway
+    served = hub.root() / REPO_ID / "model.safetensors"
+    want = hashlib.sha256(served.read_bytes()).hexdigest()
+
+    # the first GET of the weights ends after 64 KiB: the client resumes it (Range) within the same stage
+    with _knob_hub(gateway, {"MOESWEEP_SIM_HUB_CUT_AFTER": "65536"}) as url:
+        out, result = _stage(cluster, host, url, "/var/tmp/stage-cut")
+    assert out.returncode == 0 and result["downloaded"] is True, out.stdout[-3000:]
+    assert len(result["interrupted"]) == 1, result  # one client run broke off, the next resumed it
+    assert cluster.sh(host, "sha256sum /var/tmp/stage-cut/model.safetensors").stdout.split()[0] == want
+
+    # a hub that serves the weights with a flipped byte: caught by the LFS sha256, fetched again once, then refused
+    # naming the file; the same stage from the good hub fetches it again and verifies
+    with _knob_hub(gateway, {"MOESWEEP_SIM_HUB_CORRUPT": "model.safetensors"}) as url:
+        out, result = _stage(cluster, host, url, "/var/tmp/stage-corrupt")
+    assert out.returncode != 0 and result["refetched"] == ["model.safetensors"], out.stdout[-3000:]
+    assert "model.safetensors (sha256" in result["msg"] and "still differ from the hub" in result["msg"]
+    out, result = _stage(cluster, host, cluster.hosts[0].extra["hub_url"], "/var/tmp/stage-corrupt")
+    assert out.returncode == 0 and result["downloaded"] is True, out.stdout[-3000:]
+    assert cluster.sh(host, "sha256sum /var/tmp/stage-corrupt/model.safetensors").stdout.split()[0] == want

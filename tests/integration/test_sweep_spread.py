@@ -29,7 +29,7 @@ def fleet(sim_clusters):
 def sweep(cluster, results: Path, *args):
     settings = {"sglang_server_extra_environment": dict(SIM_FAST), "sglang_server_stall_timeout": 5,
                 "sglang_server_ready_timeout": 120, "sglang_bench_enabled": False, "results_dir": str(results),
-                "provision": False}
+                "provision": False, "stage_model": False}
     return cluster.playbook("sweep.yml", "-e", json.dumps(settings), "-e", "backends=" + ",".join(BACKENDS),
                             *args, check=False)
 

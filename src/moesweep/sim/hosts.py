@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from moesweep.sim import image, network, nspawn, state, wheelhouse
+from moesweep.sim import hub, image, network, nspawn, state, wheelhouse
 from moesweep.sim import inventory as _inventory
 from moesweep.sim.inventory import (
     SIM_COMMAND,
@@ -107,6 +107,7 @@ def up(
         )
         if same and all(nspawn.healthy(h) for h in mine):
             _serve_wheelhouse(mine, log)
+            _serve_hub(mine, log)
             state.save_hosts(all_hosts)
             _inventory.write(inventory, mine, key)
             return UpResult(mine, inventory, time.monotonic() - t0, reused=True)
@@ -158,6 +159,7 @@ def up(
         state.save_hosts(all_hosts)
         raise
     _serve_wheelhouse(new, log)
+    _serve_hub(new, log)
     state.save_hosts(all_hosts + new)
     _inventory.write(inventory, new, key)
     return UpResult(new, inventory, time.monotonic() - t0, reused=False)
@@ -186,8 +188,31 @@ def _serve_wheelhouse(hosts: list[Host], log) -> None:
                        wheelhouse_url=f"http://{h.gateway}:{wheelhouse.PORT}")
 
 
+def _serve_hub(hosts: list[Host], log) -> None:
+    """Serve the simulated Hugging Face hub (a tiny stand-in of the default model) on each host's gateway, so that
+    sweep.yml stages the model from it through HF_ENDPOINT, as a real air-gapped VM stages it from a mirror."""
+    try:
+        hub.write_repo()
+    except (OSError, subprocess.SubprocessError) as exc:
+        log(f"the simulated hub's model repository could not be written ({exc}): sweeps on these hosts refuse their "
+            "points until a model is staged (a local directory in sglang_server_flags.model-path)")
+        return
+    for h in hosts:
+        if h.extra.get("hub_pid") and hub.answers(h.gateway):
+            continue
+        log_path = state.host_dir(h) / "hub.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            pid = hub.start_server(h.gateway, log_path)
+        except RuntimeError as exc:
+            log(str(exc))
+            continue
+        h.extra = dict(h.extra, hub_pid=pid or h.extra.get("hub_pid", 0), hub_url=f"http://{h.gateway}:{hub.PORT}")
+
+
 def _stop(h: Host) -> None:
     wheelhouse.stop_server(int(h.extra.get("wheelhouse_pid") or 0))
+    hub.stop_server(int(h.extra.get("hub_pid") or 0))
     nspawn.stop(h)
     network.teardown(h)
 

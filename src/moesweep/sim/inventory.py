@@ -20,6 +20,8 @@ SIM_TOKENIZER = "/opt/moesweep-sim/tokenizer"
 # The all-reduce measurement's stand-in and the model dimensions it is judged with (a simulated host downloads no model)
 SIM_ALLREDUCE = ["/opt/moesweep-sim/bin/allreduce-perf-sim"]
 SIM_MODEL_CONFIG = "/opt/moesweep-sim/models/glm-5-nvfp4/config.json"
+SIM_STAGE_PYTHON = "/opt/moesweep/venvs/client/bin/python"
+SIM_STAGE_RESERVE = 256 << 20
 HEADER_LINE = "# Written by `moesweep sim up`: SIMULATED GPU hosts (systemd-nspawn, no GPU)."
 _HEADER_START = "---\n# Written by `moesweep sim up`: SIMULATED GPU hosts"
 _CLUSTER_LINE = re.compile(r"^# moesweep sim cluster: ([A-Za-z0-9_-]{1,20})$", re.M)
@@ -72,6 +74,16 @@ def inventory_data(hosts: list[Host], key: Path) -> dict:
                 "sglang_env_stack": "test-cpu-sglang-0.5.9",
                 "sglang_env_index_url": h.extra["wheelhouse_url"] + "/simple/",
                 "sglang_env_trusted_hosts": [h.gateway],
+            })
+        if h.extra.get("hub_url"):
+            # the default model staged from the simulated hub on this host's gateway (an air-gapped VM's mirror),
+            # with the benchmark client venv's huggingface_hub: the test stack's CPU server venv has none
+            members[h.name].update({
+                "model_hub_endpoint": h.extra["hub_url"],
+                "model_stage_python": SIM_STAGE_PYTHON,
+                # the simulated server compiles no kernels: no JIT caches to keep room for beside the model (the
+                # default 10 GiB exceeds a simulated host's disk)
+                "model_stage_reserve_bytes": SIM_STAGE_RESERVE,
             })
     return {"all": {"children": {"gpu_hosts": {
         "hosts": members,

@@ -313,3 +313,46 @@ def test_knobs_reach_the_profile_and_the_memlock_one_the_container():
     assert nspawn.memlock_args(h.extra["knobs"]) == ["--rlimit=RLIMIT_MEMLOCK=65536",
                                                      "--drop-capability=CAP_SYS_RESOURCE"]
     assert nspawn.memlock_args({}) == []
+
+
+def test_the_inventory_stages_the_model_from_the_hub_sim_up_serves(tmp_path):
+    from moesweep.sim import inventory
+
+    served, bare = _hosts(3, 4, cluster="default")
+    served.extra = {"hub_url": "http://10.213.3.1:8702"}
+    data = inventory.inventory_data([served, bare], tmp_path / "key")["all"]["children"]["gpu_hosts"]["hosts"]
+    assert data[served.name]["model_hub_endpoint"] == "http://10.213.3.1:8702"
+    assert data[served.name]["model_stage_python"] == "/opt/moesweep/venvs/client/bin/python"
+    assert data[served.name]["model_stage_reserve_bytes"] == 256 << 20
+    assert "model_hub_endpoint" not in data[bare.name]
+
+
+def test_the_hub_serves_a_stand_in_of_the_default_model_with_a_stable_revision(tmp_path, monkeypatch):
+    import json
+    import socket
+    import urllib.request
+
+    from moesweep.sim import hub, state
+
+    monkeypatch.setattr(state, "STATE_DIR", tmp_path)
+    repo_id = hub.default_repo_id()
+    assert repo_id == "lukealonso/GLM-5-NVFP4"  # the sglang_server role's default model-path
+    hub.write_repo()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    pid = hub.start_server("127.0.0.1", tmp_path / "hub.log", port)
+    try:
+        assert pid > 0 and hub.answers("127.0.0.1", port)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/models/{repo_id}") as r:
+            first = json.load(r)
+        hub.write_repo()  # a later `sim up` writes the same bytes: the same revision, nothing to stage again
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/models/{repo_id}") as r:
+            again = json.load(r)
+        assert first["sha"] == again["sha"] and len(first["sha"]) == 40
+        names = {f["rfilename"]: f for f in first["siblings"]}
+        assert json.loads((tmp_path / "hub" / repo_id / "config.json").read_text())["architectures"] == [
+            "GlmMoeDsaForCausalLM"]
+        assert (1 << 20) < names["model.safetensors"]["size"] < (1 << 20) + 4096 and "lfs" in names["model.safetensors"]
+    finally:
+        hub.stop_server(pid)

@@ -395,3 +395,25 @@ def test_read_points_keeps_a_whole_last_record_without_newline(tmp_path):
     assert [r["point"] for r in records.read_points(str(path))] == ["a", "b"]
     path.write_bytes(b'{"kind": "point", "point": "b", "status": "passed"}')
     assert [r["point"] for r in records.read_points(str(path))] == ["b"]
+
+
+def test_a_point_records_the_model_it_served():
+    staged = {"repo_id": "lukealonso/GLM-5-NVFP4", "revision": "3f0c1e2a9b8d7c6e5f4a3b2c1d0e9f8a7b6c5d4e",
+              "local_path": "/var/lib/sglang/models/lukealonso/GLM-5-NVFP4", "bytes": 453000000000,
+              "downloaded": False, "files": 97, "refetched": [], "changed": False}
+    ctx = {"sweep_id": "s", "host": "h", "point": "p", "readiness": READY, "smoke": {"state": "ok"},
+           "benchmark": OK_BENCH, "launch": {"backend": "triton"}, "failed_result": {}, "reference_concurrency": 8,
+           "model": staged}
+    assert records.build_point_record(ctx)["model"] == {k: staged[k] for k in records.MODEL_KEYS}
+    # a pre-staged directory: only where it is
+    ctx["model"] = {"local_path": "/models/GLM-5-NVFP4"}
+    assert records.build_point_record(ctx)["model"] == {"local_path": "/models/GLM-5-NVFP4"}
+
+
+def test_a_model_that_could_not_be_staged_refuses_the_point():
+    msg = ("lukealonso/GLM-5-NVFP4 (staging refused at 3f0c1e2a9b8d): 421.9 GiB to download (of 421.9 GiB in 97 "
+           "files) and 10.0 GiB kept free for the JIT caches need 431.9 GiB, but /var/lib/sglang/models has 200.0 GiB "
+           "free")
+    stage = records.stage_of("moesweep.sweep.model_stage", {"msg": msg, "failed": True})
+    assert stage == "preflight"
+    assert records.point_status(stage, {"msg": msg}, {}, {}, {}, {}) == ("refused", None)
