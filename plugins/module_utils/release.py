@@ -16,11 +16,8 @@ import time
 
 from ansible_collections.moesweep.sweep.plugins.module_utils import nvidia_smi as smi
 from ansible_collections.moesweep.sweep.plugins.module_utils import ports
-from ansible_collections.moesweep.sweep.plugins.module_utils.readiness import parse_show, poll_until
-
-# ActiveState values of a unit that has processes to stop (systemctl show; as ansible.builtin.systemd_service's
-# is_running_service and is_deactivating_service count them)
-RUNNING_STATES = ("active", "activating", "deactivating")
+from ansible_collections.moesweep.sweep.plugins.module_utils.readiness import poll_until
+from ansible_collections.moesweep.sweep.plugins.module_utils.systemd import Systemctl, unit_running, unit_stopping
 
 
 class ReleaseError(Exception):
@@ -45,15 +42,15 @@ def bad_input(timeout, poll_interval, port):
 def stop_unit(run_command, systemctl, unit, check_mode=False):
     """Stop ``unit`` when it runs (``systemctl stop`` returns once its processes exited or systemd killed them after
     TimeoutStopSec); whether it ran. In check mode nothing is stopped."""
-    env = {"LC_ALL": "C"}
-    rc, out, _err = run_command([systemctl, "show", unit, "-p", "ActiveState"], environ_update=env)
-    if rc != 0 or parse_show(out).get("ActiveState") not in RUNNING_STATES:
+    systemd = Systemctl(run_command, systemctl)
+    props, failed = systemd.show(unit, ("ActiveState",))
+    # a unit still stopping has processes that hold the GPUs: systemctl stop waits for them too
+    if failed or not (unit_running(props) or unit_stopping(props)):
         return False
     if not check_mode:
-        rc, out, err = run_command([systemctl, "stop", unit], environ_update=env)
-        if rc != 0:
-            raise ReleaseError("systemctl stop %s failed (rc %d): %s" % (unit, rc, (err or out).strip()), rc=rc,
-                               stdout=out, stderr=err)
+        rc, out, err, failed = systemd.run("stop", unit)
+        if failed:
+            raise ReleaseError(failed, rc=rc, stdout=out, stderr=err)
     return True
 
 

@@ -102,7 +102,7 @@ import json
 import re
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.moesweep.sweep.plugins.module_utils import readiness, secrets
+from ansible_collections.moesweep.sweep.plugins.module_utils import readiness, secrets, systemd
 
 _INVOCATION_RE = re.compile(r"^[0-9a-f]{32}$")
 
@@ -136,7 +136,7 @@ def main():
         module.fail_json(msg="invocation_id must be a systemd InvocationID (32 hex digits)", artifacts={})
     stop_unit = None
     if p["stop_unit"]:
-        stop_unit, err = readiness.validate_unit(p["stop_unit"])
+        stop_unit, err = systemd.validate_unit(p["stop_unit"])
         if err:
             module.fail_json(msg="stop_unit: %s" % err, artifacts={})
     out = {}

@@ -104,7 +104,7 @@ stopped:
 import io
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.moesweep.sweep.plugins.module_utils.readiness import parse_show, unit_running
+from ansible_collections.moesweep.sweep.plugins.module_utils.systemd import Systemctl, unit_running
 
 STATUS_PROPS = ("ActiveState", "SubState", "LoadState", "UnitFileState", "MainPID", "InvocationID")
 
@@ -132,21 +132,18 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    systemctl = module.get_bin_path("systemctl", required=True)
+    systemd = Systemctl(module.run_command, module.get_bin_path("systemctl", required=True))
     unit_content = read_file(module, p["unit_path"])
     env_content = read_file(module, p["env_path"])
-    rc, out, err = module.run_command([systemctl, "show", p["name"], "-p", ",".join(STATUS_PROPS)],
-                                      environ_update={"LC_ALL": "C"})
-    if rc != 0:
-        module.fail_json(msg="systemctl show %s failed (rc %d): %s" % (p["name"], rc, (err or out).strip()))
-    status = parse_show(out)
+    status, failed = systemd.show(p["name"], STATUS_PROPS)
+    if failed:
+        module.fail_json(msg=failed)
     active = unit_running(status)
     stop = bool(p["stop"] and unit_content is not None and active)
     if stop and not module.check_mode:
-        rc, out, err = module.run_command([systemctl, "stop", "--no-block", p["name"]], environ_update={"LC_ALL": "C"})
-        if rc != 0:
-            why = (err or out).strip()
-            module.fail_json(msg="systemctl stop --no-block %s failed (rc %d): %s" % (p["name"], rc, why),
+        failed = systemd.run("stop", "--no-block", p["name"])[3]
+        if failed:
+            module.fail_json(msg=failed,
                              unit_content=unit_content, env_content=env_content, status=status, active=active,
                              stopped=False)
     module.exit_json(changed=stop, unit_content=unit_content, env_content=env_content, status=status, active=active,

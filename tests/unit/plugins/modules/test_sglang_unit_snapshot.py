@@ -60,7 +60,7 @@ def test_reads_both_files_exactly_and_the_state_without_stopping(run_module, sys
     assert not res["changed"] and not res["stopped"] and [c[0] for c in s.calls] == ["show"]
 
 
-@pytest.mark.parametrize("active", ["active", "activating", "reloading"])  # readiness.unit_running
+@pytest.mark.parametrize("active", ["active", "activating", "reloading"])  # systemd.unit_running
 def test_stop_stops_a_running_unit_without_waiting(run_module, systemctl, tmp_path, active):
     s = systemctl(active=active)
     files(tmp_path)
