@@ -133,28 +133,18 @@ def test_check_mode_reports_once_without_waiting():
     assert e.value.args[0]["released"] is False and e.value.args[0]["changed"] is False
 
 
-def test_stop_unit_stops_a_running_unit_then_waits():
+def test_it_only_observes_and_never_calls_systemctl():
+    """The stop before the wait is a task of its own (the server role's stop entry point); the stop-then-wait protocol
+    of sglang_ready's release is module_utils/test_release.py's."""
     calls = ["active"]
     with pytest.raises(ExitJson) as e:
-        run_module({"timeout": 5, "poll_interval": 0.01, "stop_unit": "sglang.service"},
-                   [(BUSY, "0, 21700\n"), (IDLE, "0, 3\n")], systemctl=calls)
+        run_module({"timeout": 5, "poll_interval": 0.01}, [(BUSY, "0, 21700\n"), (IDLE, "0, 3\n")], systemctl=calls)
     r = e.value.args[0]
-    assert r["stopped"] is True and r["changed"] is True and r["released"] is True
-    assert calls[1:] == [["show", "sglang.service", "-p", "ActiveState"], ["stop", "sglang.service"]]
-
-
-def test_stop_unit_leaves_a_stopped_unit_alone_and_check_mode_stops_nothing():
-    calls = ["failed"]
-    with pytest.raises(ExitJson) as e:
+    assert r["released"] is True and r["changed"] is False and "stopped" not in r
+    assert calls == ["active"]
+    with pytest.raises(FailJson) as e:
         run_module({"timeout": 5, "stop_unit": "sglang.service"}, [(IDLE, "0, 3\n")], systemctl=calls)
-    assert e.value.args[0]["stopped"] is False and e.value.args[0]["changed"] is False
-    assert [c[0] for c in calls[1:]] == ["show"]
-    calls = ["active"]
-    with pytest.raises(ExitJson) as e:
-        run_module({"timeout": 5, "stop_unit": "sglang.service", "_ansible_check_mode": True}, [(BUSY, "0, 21700\n")],
-                   systemctl=calls)
-    assert e.value.args[0]["stopped"] is True and e.value.args[0]["changed"] is True
-    assert [c[0] for c in calls[1:]] == ["show"]
+    assert "stop_unit" in e.value.args[0]["msg"] and calls == ["active"]
 
 
 @pytest.mark.parametrize("args,msg", [({"timeout": 0}, "timeout must be greater than 0"),
