@@ -4,9 +4,10 @@
 """The restart protocol's stop and release wait: stop the old server's unit, then wait (bounded) until no compute
 process holds a GPU, every GPU's memory use is back near the driver's own, and nothing listens on the port.
 
-One owner for the modules that stop a server before another starts: ``gpu_released`` (the stop and wait alone, for a
-node group's ranks and the restore of a previous configuration) and ``sglang_ready`` (its ``release`` option: stop,
-wait and start in one call). ``run_command`` is an ``AnsibleModule.run_command``; nothing here fails a module."""
+One owner for the modules that wait for a server's GPUs before another starts: ``gpu_released`` (the wait alone, after
+a stop task of its own - a node group's ranks, the restore of a previous configuration, the all-reduce measurement)
+and ``sglang_ready`` (its ``release`` option: stop, wait and start in one call). ``run_command`` is an
+``AnsibleModule.run_command``; nothing here fails a module."""
 
 from __future__ import absolute_import, division, print_function
 
