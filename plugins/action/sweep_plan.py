@@ -147,7 +147,7 @@ def plan(args):
     records.check_sweep_id(sweep_id)
     mine, group = spread(points, args)
     # which of this host's points start a server when they run: a point ending before one of them stops its server
-    # at once (records.stop_early). force=true runs refused points too; a node group never stops early.
+    # at once (plugin_utils/schedule.py). force=true runs refused points too; a node group never stops early.
     starts = [] if roles else [p for p in mine if args.get("force") or accepts(p)[0]]
     return {"starts_server": starts,
             "sweep_id": sweep_id, "results_dir": results_dir, "dir": os.path.join(results_dir, sweep_id),

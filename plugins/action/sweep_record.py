@@ -13,6 +13,7 @@ import time
 from ansible.plugins.action import ActionBase
 from ansible_collections.moesweep.sweep.plugins.module_utils import interconnect, secrets
 from ansible_collections.moesweep.sweep.plugins.plugin_utils import action_args, records
+from ansible_collections.moesweep.sweep.plugins.plugin_utils.schedule import server_schedule
 
 ARGUMENT_SPEC = dict(
     state=dict(type="str", required=True,
@@ -47,7 +48,6 @@ ARGUMENT_SPEC = dict(
     nodes=dict(type="dict", default={}),
     running_point=dict(type="str", default=""),
     running_stopped=dict(type="bool", default=False),
-    unit=dict(type="str", default=""),
     interconnect=dict(type="dict", default={}),
     measured=dict(type="dict", default={}),
     recorder=dict(type="bool", default=True),
@@ -194,12 +194,9 @@ class ActionModule(ActionBase):
                     base["moesweep_record"] = records.resumed_record(found)
             return base
         if a["state"] == "previous":
-            first, reason = records.stop_before_sweep(sweep, records.all_records(points_path, sweep.get("sweep_id")),
-                                                      host,
-                                                      os.path.exists(stop_file), sweep.get("nodes"))
-            if first and self._task.check_mode:
-                first, reason = False, "check mode: nothing is stopped"
-            base.update(stop_first=first, stop_reason=reason, msg=reason)
+            plan = server_schedule(sweep, host, records.all_records(points_path, sweep.get("sweep_id")), "sweep",
+                                   stop_requested=os.path.exists(stop_file), check_mode=self._task.check_mode)
+            base.update(stop_early=plan["stop_early"], stop_reason=plan["reason"], msg=plan["reason"])
             return base
         if a["state"] == "interconnect" and not a["interconnect"]:
             key, env, ranks = records.interconnect_key(a["launch"])
@@ -216,13 +213,10 @@ class ActionModule(ActionBase):
             choice = records.choose_restore(records.all_records(points_path, sweep.get("sweep_id")), host,
                                             sweep.get("restore", "best"),
                                             sweep.get("reference_concurrency"), a["previous"], sweep.get("points"))
-            first = records.restore_stops_first(choice, a["running_point"], sweep.get("nodes"), a["running_stopped"])
-            keep = records.restore_keeps_running(choice, a["running_point"], sweep.get("nodes"), a["running_stopped"])
-            base.update(choice=choice, stop_first=first, keep_running=keep, msg=choice["reason"] + (
-                "; the server of %s is stopped first (the restore starts another)" % a["running_point"]
-                if first else "; the server of %s runs it: judged, restarted only when not serving" % a["running_point"]
-                if keep else "; the server of %s was stopped by its record" % a["running_point"]
-                if a["running_stopped"] and a["running_point"] else ""))
+            plan = server_schedule(sweep, host, [], "restore", choice=choice, running_point=a["running_point"],
+                                   running_stopped=a["running_stopped"])
+            base.update(choice=choice, stop_early=plan["stop_early"], keep_running=plan["keep_running"],
+                        msg=choice["reason"] + ("; " + plan["reason"] if plan["reason"] else ""))
             return base
         ctx = {"sweep_id": sweep.get("sweep_id"), "host": host, "simulated": bool(task_vars.get("moesweep_simulated")),
                "known_secrets": known_secrets(task_vars, self._templar), "moesweep": moesweep_version()}
@@ -273,41 +267,28 @@ class ActionModule(ActionBase):
                    bench_settings=a["bench_settings"], reference_concurrency=sweep.get("reference_concurrency"),
                    unit_sha256=None, artifacts=[], nodes=a["nodes"], interconnect=a["interconnect"],
                    model=a["model"])
-        # Decided before the artifacts are read: their read stops the server in the same round trip. The last point
-        # of the host is stopped when the restore puts back another (its record, not yet written, counts).
-        stop_requested = os.path.exists(stop_file)
-        known = records.all_records(points_path, sweep.get("sweep_id"))
-        stop, stop_reason = records.stop_early(sweep, a["point"], known, host, stop_requested, sweep.get("nodes"))
-        if not stop and (sweep.get("points") or [None])[-1] == a["point"]:
-            stop, stop_reason = records.stop_for_restore(sweep, a["point"], known + [records.build_point_record(ctx)],
-                                                         host, stop_requested, sweep.get("nodes"))
-        if stop and self._task.check_mode:
-            stop, stop_reason = False, "check mode: nothing is stopped"
-        if stop and not a["unit"]:
-            stop, stop_reason = False, "no unit was given to stop"
-        if stop and not writable(sweep["dir"]):
-            stop, stop_reason = False, "the results directory is not writable: the sweep stops here"
-        artifacts, stopped, stop_error = {}, False, ""
+        artifacts = {}
         files = dict(a["files"] or {})
-        if (files or a["invocation_id"] or stop) and not self._task.check_mode:
+        if (files or a["invocation_id"]) and not self._task.check_mode:
             res = self._execute_module(module_name="moesweep.sweep.point_artifacts",
                                        module_args={"files": files, "env_files": a["env_files"],
-                                                    "invocation_id": a["invocation_id"],
-                                                    "stop_unit": a["unit"] if stop else ""},
+                                                    "invocation_id": a["invocation_id"]},
                                        task_vars=task_vars)
             if not res.get("failed"):
                 artifacts = {name: art for name, art in (res.get("artifacts") or {}).items()
                              if not art.get("missing")}
-            stopped, stop_error = bool(res.get("stopped")), res.get("stop_error") or res.get("msg") or ""
         unit = artifacts.get("unit.service") or {}
         ctx.update(seconds=round(time.time() - started_at, 2) if started_at else None,
                    unit_sha256=unit.get("sha256"), artifacts=list(artifacts))
         record = records.build_point_record(ctx)
         self._stop_if_unwritable(base, sweep)
-        if stop and not stopped:  # e.g. a host that never had the unit (every point so far refused)
-            stop, stop_reason = False, "the stop was not accepted: %s" % stop_error
-        base.update(moesweep_event="record", moesweep_record=record, stop_server=stop, stop_reason=stop_reason,
-                    changed=stop,
+        # whether the playbook stops this point's server at once (the server role's stop entry point); this point's
+        # record, not yet written, counts
+        plan = server_schedule(sweep, host, records.all_records(points_path, sweep.get("sweep_id")) + [record], "point",
+                               point=a["point"], stop_requested=os.path.exists(stop_file),
+                               check_mode=self._task.check_mode, writable=not base.get("moesweep_unwritable"))
+        base.update(moesweep_event="record", moesweep_record=record, stop_early=plan["stop_early"],
+                    stop_reason=plan["reason"],
                     # the host redacted secret names and credential-looking strings; the known secret values of
                     # this host's variables (an API key of any shape) go here, before any output or file holds them
                     artifacts={name: secrets.redact_text(art.get("content") or "", ctx["known_secrets"])

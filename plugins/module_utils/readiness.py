@@ -24,7 +24,6 @@ __metaclass__ = type
 import errno
 import json
 import os
-import re
 import select
 import socket
 import subprocess
@@ -38,10 +37,9 @@ except ImportError:  # pragma: no cover - Python 2 is not supported on targets
     raise
 
 from ansible_collections.moesweep.sweep.plugins.module_utils.sglang_log import SglangLogClassifier
+from ansible_collections.moesweep.sweep.plugins.module_utils.systemd import Systemctl, unit_gone
 
-# systemd.unit(5): names are [A-Za-z0-9:_.\\-] plus one "@" for templates; at most 255 characters.
-UNIT_RE = re.compile(r"^[A-Za-z0-9:_.\\-]+(@[A-Za-z0-9:_.\\-]*)?$")
-UNIT_SUFFIXES = (".service", ".scope")
+# The unit's properties the judge reads (module_utils/systemd.py reads them).
 SHOW_PROPS = ("ActiveState", "SubState", "ExecMainCode", "ExecMainStatus", "NRestarts", "MainPID",
               "InvocationID", "ExecMainStartTimestampMonotonic")
 # Seconds to keep reading after a crash marker, so the traceback and its cause are complete.
@@ -59,17 +57,6 @@ STATES = ("ready", "crashed", "hang", "timeout", "stopped")
 FOLLOWER_HEALTH_PATHS = ("/ping", "/health", "/health_generate")
 
 
-def validate_unit(unit):
-    """Return (normalised unit, error message or None)."""
-    if not unit or len(unit) > 255 or not UNIT_RE.match(unit) or unit.startswith("-"):
-        return unit, "unit %r is not a valid systemd unit name" % (unit,)
-    if not unit.endswith(UNIT_SUFFIXES):
-        if "." in unit.rsplit("@", 1)[-1] and not unit.endswith("@"):
-            return unit, "unit %r: only .service units can run SGLang" % (unit,)
-        unit += ".service"
-    return unit, None
-
-
 def compress(seq):
     """[a, a, b] -> [{code: a, count: 2}, {code: b, count: 1}]"""
     out = []
@@ -79,25 +66,6 @@ def compress(seq):
         else:
             out.append({"code": code, "count": 1})
     return out
-
-
-def parse_show(text):
-    """``systemctl show -p A,B`` output -> {A: value, B: value}."""
-    props = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            props[key.strip()] = value.strip()
-    return props
-
-
-def unit_gone(props):
-    """The unit's main process is gone (or going)."""
-    return props.get("ActiveState") in ("failed", "inactive", "deactivating")
-
-
-def unit_running(props):
-    return props.get("ActiveState") in ("active", "activating", "reloading")
 
 
 def journal_entry(raw):
@@ -465,9 +433,7 @@ def judge_entries(entries, props):
 def read_run(run_command, journalctl, systemctl, unit):
     """(entries of the unit's current run, its systemctl show properties), with the caller's ``run_command``
     (AnsibleModule.run_command): used after the fact, when a stage finds the server gone."""
-    rc, out, _err = run_command([systemctl, "show", unit, "-p", ",".join(SHOW_PROPS)],
-                                environ_update={"LC_ALL": "C"})
-    props = parse_show(out) if rc == 0 else {}
+    props, _failed = Systemctl(run_command, systemctl).show(unit, SHOW_PROPS)
     entries = []
     invocation = props.get("InvocationID")
     if invocation:

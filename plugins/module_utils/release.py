@@ -4,9 +4,10 @@
 """The restart protocol's stop and release wait: stop the old server's unit, then wait (bounded) until no compute
 process holds a GPU, every GPU's memory use is back near the driver's own, and nothing listens on the port.
 
-One owner for the modules that stop a server before another starts: ``gpu_released`` (the stop and wait alone, for a
-node group's ranks and the restore of a previous configuration) and ``sglang_ready`` (its ``release`` option: stop,
-wait and start in one call). ``run_command`` is an ``AnsibleModule.run_command``; nothing here fails a module."""
+One owner for the modules that wait for a server's GPUs before another starts: ``gpu_released`` (the wait alone, after
+a stop task of its own - a node group's ranks, the restore of a previous configuration, the all-reduce measurement)
+and ``sglang_ready`` (its ``release`` option: stop, wait and start in one call). ``run_command`` is an
+``AnsibleModule.run_command``; nothing here fails a module."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -16,11 +17,8 @@ import time
 
 from ansible_collections.moesweep.sweep.plugins.module_utils import nvidia_smi as smi
 from ansible_collections.moesweep.sweep.plugins.module_utils import ports
-from ansible_collections.moesweep.sweep.plugins.module_utils.readiness import parse_show, poll_until
-
-# ActiveState values of a unit that has processes to stop (systemctl show; as ansible.builtin.systemd_service's
-# is_running_service and is_deactivating_service count them)
-RUNNING_STATES = ("active", "activating", "deactivating")
+from ansible_collections.moesweep.sweep.plugins.module_utils.readiness import poll_until
+from ansible_collections.moesweep.sweep.plugins.module_utils.systemd import Systemctl, unit_running, unit_stopping
 
 
 class ReleaseError(Exception):
@@ -45,15 +43,15 @@ def bad_input(timeout, poll_interval, port):
 def stop_unit(run_command, systemctl, unit, check_mode=False):
     """Stop ``unit`` when it runs (``systemctl stop`` returns once its processes exited or systemd killed them after
     TimeoutStopSec); whether it ran. In check mode nothing is stopped."""
-    env = {"LC_ALL": "C"}
-    rc, out, _err = run_command([systemctl, "show", unit, "-p", "ActiveState"], environ_update=env)
-    if rc != 0 or parse_show(out).get("ActiveState") not in RUNNING_STATES:
+    systemd = Systemctl(run_command, systemctl)
+    props, failed = systemd.show(unit, ("ActiveState",))
+    # a unit still stopping has processes that hold the GPUs: systemctl stop waits for them too
+    if failed or not (unit_running(props) or unit_stopping(props)):
         return False
     if not check_mode:
-        rc, out, err = run_command([systemctl, "stop", unit], environ_update=env)
-        if rc != 0:
-            raise ReleaseError("systemctl stop %s failed (rc %d): %s" % (unit, rc, (err or out).strip()), rc=rc,
-                               stdout=out, stderr=err)
+        rc, out, err, failed = systemd.run("stop", unit)
+        if failed:
+            raise ReleaseError(failed, rc=rc, stdout=out, stderr=err)
     return True
 
 

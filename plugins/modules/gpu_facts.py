@@ -250,6 +250,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.moesweep.sweep.plugins.module_utils import host_checks as hc
 from ansible_collections.moesweep.sweep.plugins.module_utils import nvidia_smi as smi
+from ansible_collections.moesweep.sweep.plugins.module_utils.systemd import Systemctl
 
 SBIN_DIRS = ["/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/local/nvidia/bin", "/usr/lib/wsl/lib"]
 
@@ -397,9 +398,8 @@ def gather_host_inputs(module, nvidia_smi, facts):
                                     for k, v in (params["unit_limits"] or {}).items())
     systemctl = module.get_bin_path("systemctl")
     if systemctl and params["unit"]:
-        rc, out, _err = module.run_command([systemctl, "show", params["unit"], "--property",
-                                            "LoadState,MainPID,LimitMEMLOCK,LimitNOFILE"])
-        shown = dict(line.split("=", 1) for line in out.splitlines() if "=" in line) if rc == 0 else {}
+        shown = Systemctl(module.run_command, systemctl).show(
+            params["unit"], ("LoadState", "MainPID", "LimitMEMLOCK", "LimitNOFILE"))[0]
         if shown.get("LoadState") == "loaded":
             inputs["unit_requested"] = {"memlock": shown.get("LimitMEMLOCK", "infinity"),
                                         "nofile": shown.get("LimitNOFILE", "infinity")}

@@ -14,15 +14,10 @@ description:
     GPU memory use has dropped below O(max_memory_used_mib), and nothing listens on O(port).
   - Fails with a message naming every PID still holding a GPU or the port, instead of letting a new
     server start on GPUs whose memory is still taken.
-  - With O(stop_unit) it stops that systemd unit first (C(systemctl stop) sends SIGTERM and returns once the unit's
-    processes have exited or systemd killed them after C(TimeoutStopSec)), so that a restart's stop and release
-    wait are one call. Without it the module only observes.
+  - It only observes; the server is stopped before it by a task of its own (M(ansible.builtin.systemd_service)).
   - In check mode it reports the current state once without waiting (RV(released) may then be false without the
-    task failing), and stops nothing.
+    task failing).
 options:
-  stop_unit:
-    description: A systemd unit to stop before waiting, for example C(sglang.service). Omitted, nothing is stopped.
-    type: str
   port:
     description: TCP port that must be free. C(0) skips the port check.
     type: int
@@ -63,7 +58,7 @@ attributes:
     support: none
   idempotent:
     support: full
-    details: It only observes, and with O(stop_unit) stops a unit that runs (changed only then).
+    details: It only observes.
   platform:
     support: full
     platforms: posix
@@ -79,11 +74,6 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-stopped:
-  description: O(stop_unit) was running and was stopped (in check mode, would be).
-  returned: always
-  type: bool
-  sample: true
 released:
   description: Whether GPUs and port were free before O(timeout).
   returned: always
@@ -132,7 +122,6 @@ def main():
             timeout=dict(type="float", default=60),
             poll_interval=dict(type="float", default=0.25),
             nvidia_smi_path=dict(type="path"),
-            stop_unit=dict(type="str"),
         ),
         supports_check_mode=True,
     )
@@ -143,17 +132,16 @@ def main():
     binary = p["nvidia_smi_path"] or module.get_bin_path("nvidia-smi")
     if not binary or not os.path.exists(binary):
         module.fail_json(msg="no NVIDIA driver found on this host (nvidia-smi not in PATH)", elapsed=0.0)
-    systemctl = module.get_bin_path("systemctl", required=True) if p["stop_unit"] else None
     try:
-        # In check mode nothing is stopped and the current state is reported once, without waiting.
-        result = rel.release(module.run_command, binary, systemctl, p["stop_unit"], port=p["port"], pids=p["pids"],
+        # In check mode the current state is reported once, without waiting.
+        result = rel.release(module.run_command, binary, port=p["port"], pids=p["pids"],
                              max_memory_used_mib=p["max_memory_used_mib"], timeout=p["timeout"],
                              poll_interval=p["poll_interval"], check_mode=module.check_mode, clock=time.monotonic,
                              sleep=time.sleep, listeners=ports.listeners)
     except rel.ReleaseError as e:
-        module.fail_json(msg=e.msg, rc=e.rc, stdout=e.stdout, stderr=e.stderr, stopped=False, released=False,
-                         elapsed=0.0)
-    result["changed"] = result["stopped"]
+        module.fail_json(msg=e.msg, rc=e.rc, stdout=e.stdout, stderr=e.stderr, released=False, elapsed=0.0)
+    del result["stopped"]  # nothing to stop: no unit was given
+    result["changed"] = False
     if result["released"] or module.check_mode:
         result.pop("msg", None)
         module.exit_json(**result)

@@ -18,9 +18,7 @@ description:
   - Secrets never leave the host - the values of secret names (HF_TOKEN, *_API_KEY, ...) in files listed in
     O(env_files) and credential-looking strings in every text are replaced by C(<redacted>) before returning.
   - Files larger than O(max_bytes) are cut to their last O(max_bytes) bytes and say so (C(truncated)).
-  - With O(stop_unit), once everything is read (the journal first, so it holds no shutdown lines), it asks systemd
-    to stop that unit without waiting for it (C(systemctl stop --no-block)) - a sweep does when the next point of
-    the host starts its own server anyway, so the old one drains while the next point is planned.
+  - It only reads; it never changes the host.
 version_added: "0.1.0"
 author: moesweep contributors (!UNKNOWN)
 extends_documentation_fragment:
@@ -46,21 +44,15 @@ options:
     description: Largest text returned per artifact.
     type: int
     default: 4000000
-  stop_unit:
-    description:
-      - A systemd unit (the server's) to stop, without waiting, after the artifacts are read; empty - none. A unit
-        systemd does not know is not an error (RV(stopped=false), RV(stop_error) says why).
-    type: str
-    default: ""
 attributes:
   check_mode:
     support: full
-    details: It reads in check mode too; O(stop_unit) is then not stopped.
+    details: It reads in check mode too.
   diff_mode:
     support: none
   idempotent:
     support: full
-    details: It reads; a unit stopped through O(stop_unit) stays stopped on a second run.
+    details: It only reads.
   platform:
     support: full
     platforms: posix
@@ -85,16 +77,6 @@ artifacts:
   returned: always
   type: dict
   sample: {"unit.service": {"content": "[Unit]...", "size": 1234, "sha256": "ab...", "truncated": false, "missing": false}}
-stopped:
-  description: Whether systemd accepted the stop of O(stop_unit) (the unit then drains and exits on its own).
-  returned: always
-  type: bool
-  sample: true
-stop_error:
-  description: Why O(stop_unit) was not stopped (systemctl's message), empty when it was or none was asked.
-  returned: always
-  type: str
-  sample: ""
 """
 
 import hashlib
@@ -125,7 +107,6 @@ def main():
             env_files=dict(type="list", elements="str", default=[]),
             invocation_id=dict(type="str", default=""),
             max_bytes=dict(type="int", default=4000000),
-            stop_unit=dict(type="str", default=""),
         ),
         supports_check_mode=True,
     )
@@ -134,11 +115,6 @@ def main():
         module.fail_json(msg="max_bytes must be greater than 0", artifacts={})
     if p["invocation_id"] and not _INVOCATION_RE.match(p["invocation_id"]):
         module.fail_json(msg="invocation_id must be a systemd InvocationID (32 hex digits)", artifacts={})
-    stop_unit = None
-    if p["stop_unit"]:
-        stop_unit, err = readiness.validate_unit(p["stop_unit"])
-        if err:
-            module.fail_json(msg="stop_unit: %s" % err, artifacts={})
     out = {}
     for name, path in sorted((p["files"] or {}).items()):
         try:
@@ -160,17 +136,7 @@ def main():
                     lines.append(entry[0])
             out["journal.txt"] = _entry(("\n".join(lines) + "\n").encode("utf-8"), p["max_bytes"], False)
     json.dumps(out)
-    stopped, stop_error = False, ""
-    if stop_unit and not module.check_mode:
-        systemctl = module.get_bin_path("systemctl")
-        if not systemctl:
-            stop_error = "no systemctl on the host"
-        else:
-            rc, _out, err = module.run_command([systemctl, "stop", "--no-block", stop_unit],
-                                               environ_update={"LC_ALL": "C"})
-            stopped = rc == 0
-            stop_error = "" if stopped else (err.strip() or "systemctl stop exited %d" % rc)
-    module.exit_json(changed=stopped, artifacts=out, stopped=stopped, stop_error=stop_error)
+    module.exit_json(changed=False, artifacts=out)
 
 
 if __name__ == "__main__":

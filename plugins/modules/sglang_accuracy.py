@@ -211,7 +211,7 @@ import subprocess
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.moesweep.sweep.plugins.module_utils import bench_progress, gsm8k, readiness
+from ansible_collections.moesweep.sweep.plugins.module_utils import bench_progress, gsm8k, readiness, systemd
 
 try:
     from urllib.request import urlopen
@@ -281,7 +281,7 @@ def main():
     # ---- bad input, before any request
     if p["max_new_tokens"] <= 0 or p["parallel"] <= 0 or p["timeout"] <= 0 or p["examples"] < 0:
         finish("error", "sglang_accuracy: max_new_tokens, parallel and timeout must be > 0 and examples >= 0")
-    unit, err = readiness.validate_unit(p["unit"])
+    unit, err = systemd.validate_unit(p["unit"])
     if err:
         finish("error", err)
     try:

@@ -352,7 +352,13 @@ import subprocess
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.moesweep.sweep.plugins.module_utils import bench_progress, diagnosis, readiness, telemetry
+from ansible_collections.moesweep.sweep.plugins.module_utils import (
+    bench_progress,
+    diagnosis,
+    readiness,
+    systemd,
+    telemetry,
+)
 from ansible_collections.moesweep.sweep.plugins.module_utils import bench_serving as bs
 from ansible_collections.moesweep.sweep.plugins.module_utils import bench_stats as bst
 
@@ -500,11 +506,7 @@ def server_state(module, p, base, unit, health=True):
     also its health endpoint (sglang's /health generates one token and answers after a second at the
     earliest); a gated job whose gate the passed smoke check opened asks only for the listener and the unit."""
     systemctl = module.get_bin_path("systemctl")
-    props = {}
-    if systemctl:
-        rc, out, _err = module.run_command([systemctl, "show", unit, "-p", ",".join(readiness.SHOW_PROPS)],
-                                           environ_update={"LC_ALL": "C"})
-        props = readiness.parse_show(out) if rc == 0 else {}
+    props = systemd.Systemctl(module.run_command, systemctl).show(unit, readiness.SHOW_PROPS)[0] if systemctl else {}
     state = "unit %s is %s" % (unit, props.get("ActiveState", "unknown")) if props else "unit state unknown"
     try:
         with socket.create_connection((p["host"], p["port"]), timeout=5):
@@ -812,7 +814,7 @@ def main():
     if p["dataset_name"] != "random-ids" and not (p["dataset_path"] and os.path.isfile(p["dataset_path"])):
         fail("sglang_bench: dataset %s needs a local dataset_path (never downloaded); %r is not a file"
              % (p["dataset_name"], p["dataset_path"]))
-    unit, err = readiness.validate_unit(p["unit"])
+    unit, err = systemd.validate_unit(p["unit"])
     if err:
         fail(err)
     if not os.access(p["client_python"], os.X_OK):
@@ -1083,7 +1085,7 @@ def main():
         journalctl, systemctl = module.get_bin_path("journalctl"), module.get_bin_path("systemctl")
         if journalctl and systemctl:
             entries, props = readiness.read_run(module.run_command, journalctl, systemctl, unit)
-            if readiness.unit_gone(props):
+            if systemd.unit_gone(props):
                 crash = readiness.judge_entries(entries, props)
                 state = "server_died"
     if state == "failed" and any(o.get("stopped") for o in outcomes.values()):

@@ -302,12 +302,10 @@ from ansible_collections.moesweep.sweep.plugins.module_utils.readiness import (
     HealthProber,
     JournalFollower,
     Waiter,
-    parse_show,
     probe_health,
     read_history,
-    unit_running,
-    validate_unit,
 )
+from ansible_collections.moesweep.sweep.plugins.module_utils.systemd import Systemctl, unit_running, validate_unit
 
 SHOW = ("ActiveState", "SubState", "ExecMainCode", "ExecMainStatus", "NRestarts", "MainPID", "InvocationID")
 
@@ -379,11 +377,10 @@ def main():
         path = "/health"  # a rank >= 1 serves nothing else
 
     systemctl = module.get_bin_path("systemctl", required=True)
+    systemd = Systemctl(module.run_command, systemctl)
 
     def unit_state():
-        rc, out, _err = module.run_command([systemctl, "show", unit, "-p", ",".join(SHOW)],
-                                           environ_update={"LC_ALL": "C"})
-        return parse_show(out) if rc == 0 else {}
+        return systemd.show(unit, SHOW)[0]
 
     # The restart protocol's stop and release wait, before anything is started (module_utils release).
     release = p["release"]
@@ -429,9 +426,9 @@ def main():
     journalctl = module.get_bin_path("journalctl", required=True)
     started = time.monotonic()
     if will_start:
-        rc, out, err = module.run_command([systemctl, "start", unit], environ_update={"LC_ALL": "C"})
-        if rc != 0:
-            module.fail_json(msg="systemctl start %s failed: %s" % (unit, (err or out).strip()), rc=rc,
+        rc, _out, _err, failed = systemd.run("start", unit)
+        if failed:
+            module.fail_json(msg=failed, rc=rc,
                              changed=stopped_old, waited=False,
                              **dict(empty, unit_state=unit_state()))
         before = unit_state()

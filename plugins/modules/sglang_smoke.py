@@ -193,7 +193,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.moesweep.sweep.plugins.module_utils import bench_progress, readiness, smoke
+from ansible_collections.moesweep.sweep.plugins.module_utils import bench_progress, readiness, smoke, systemd
 
 try:
     from http.client import HTTPException
@@ -268,7 +268,7 @@ def main():
         module.fail_json(msg="max_new_tokens and request_timeout must be greater than 0", **empty)
     if not p["prompts"] and "generate" in p["endpoints"]:
         module.fail_json(msg="prompts is empty: give at least one prompt for the generate endpoint", **empty)
-    unit, err = readiness.validate_unit(p["unit"])
+    unit, err = systemd.validate_unit(p["unit"])
     if err:
         module.fail_json(msg=err, **empty)
     host = "[%s]" % p["host"] if ":" in p["host"] and not p["host"].startswith("[") else p["host"]

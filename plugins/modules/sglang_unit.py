@@ -216,6 +216,11 @@ listeners:
   type: list
   elements: dict
   sample: [{"pid": 812, "cmdline": "python3 -m http.server 8000", "unit": "squatter.service"}]
+running:
+  description: The unit's process is up or coming up after the call (C(ActiveState) active, activating or reloading).
+  returned: always
+  type: bool
+  sample: true
 status:
   description: C(systemctl show) of the unit after the call.
   returned: always
@@ -232,7 +237,7 @@ import tempfile
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.moesweep.sweep.plugins.module_utils import ports
 from ansible_collections.moesweep.sweep.plugins.module_utils.accounts import account_commands
-from ansible_collections.moesweep.sweep.plugins.module_utils.readiness import parse_show
+from ansible_collections.moesweep.sweep.plugins.module_utils.systemd import Systemctl, unit_running
 
 STATUS_PROPS = ("ActiveState", "SubState", "LoadState", "NeedDaemonReload", "UnitFileState", "MainPID",
                 "InvocationID")
@@ -442,19 +447,18 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    systemctl = module.get_bin_path("systemctl", required=True)
+    systemd = Systemctl(module.run_command, module.get_bin_path("systemctl", required=True))
 
     def show():
-        rc, out, err = module.run_command([systemctl, "show", p["name"], "-p", ",".join(STATUS_PROPS)],
-                                          environ_update={"LC_ALL": "C"})
-        if rc != 0:
-            module.fail_json(msg="systemctl show %s failed (rc %d): %s" % (p["name"], rc, (err or out).strip()))
-        return parse_show(out)
+        status, failed = systemd.show(p["name"], STATUS_PROPS)
+        if failed:
+            module.fail_json(msg=failed)
+        return status
 
     def run(*argv):
-        rc, out, err = module.run_command([systemctl] + list(argv), environ_update={"LC_ALL": "C"})
-        if rc != 0:
-            module.fail_json(msg="systemctl %s failed (rc %d): %s" % (" ".join(argv), rc, (err or out).strip()))
+        failed = systemd.run(*argv)[3]
+        if failed:
+            module.fail_json(msg=failed)
 
     if p["port"] is not None:
         refuse_taken_port(module, p["name"], p["port"], p["port_fix"])
@@ -506,7 +510,8 @@ def main():
                or bool(account_changed) or bool(directories_changed))
     result = dict(changed=changed, config_changed=unit_changed or env_changed or stale, unit_changed=unit_changed,
                   env_changed=env_changed, reloaded=reloaded, stale=stale, enabled=is_enabled,
-                  account_changed=account_changed, directories_changed=directories_changed, status=after)
+                  account_changed=account_changed, directories_changed=directories_changed, status=after,
+                  running=unit_running(after))
     if before_text is not None:
         result["diff"] = {"before_header": p["unit_path"], "after_header": p["unit_path"], "before": before_text,
                           "after": p["unit_content"]}

@@ -10,17 +10,13 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: sglang_unit_snapshot
-short_description: Read a server's systemd unit file, its environment file and its state in one call, and stop it without waiting
+short_description: Read a server's systemd unit file, its environment file and its state in one call
 version_added: "0.1.0"
 description:
   - Runs on the target, once per sweep and host, before the first point. Reads the unit file at O(unit_path), the
     environment file at O(env_path) and the unit's state (C(systemctl show)), so that the sweep can put them back at
     its end (C(-e restore=previous)).
-  - With O(stop=true), a unit that has a unit file and is running is then stopped without waiting
-    (C(systemctl stop --no-block)), as the sweep's first point starts its own server anyway, and the old one's drain
-    overlaps that point's preflight and unit.
-  - Replaces two C(ansible.builtin.slurp) calls and a C(ansible.builtin.systemd_service) call, each its own SSH
-    round trip.
+  - It only reads; it never changes the host.
   - RV(env_content) may hold C(HF_TOKEN), the API key or other secrets; run the task with C(no_log=true).
 options:
   name:
@@ -35,10 +31,6 @@ options:
     description: The unit's environment file.
     type: path
     required: true
-  stop:
-    description: Stop the unit without waiting once its state was read, when it has a unit file and is running.
-    type: bool
-    default: false
 author:
   - moesweep contributors (!UNKNOWN)
 extends_documentation_fragment:
@@ -47,12 +39,12 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: Reads as outside check mode; C(changed) says whether O(stop=true) would stop the unit, which stays running.
+    details: Reads as outside check mode.
   diff_mode:
     support: none
   idempotent:
     support: full
-    details: A second call finds the unit stopping or stopped, and stops nothing.
+    details: It only reads.
   platform:
     support: full
     platforms: posix
@@ -64,12 +56,11 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Read what the host runs before the sweep, and stop it without waiting (the first point starts its own)
+- name: Read what the host runs before the sweep
   moesweep.sweep.sglang_unit_snapshot:
     name: sglang.service
     unit_path: /etc/systemd/system/sglang.service
     env_path: /etc/moesweep/sglang.env
-    stop: true
   register: previous
   no_log: true  # the environment file may hold secrets
 """
@@ -85,26 +76,21 @@ env_content:
   returned: always
   type: str
 status:
-  description: C(systemctl show) of the unit before the call (an unknown unit reads C(LoadState=not-found)).
+  description: C(systemctl show) of the unit (an unknown unit reads C(LoadState=not-found)).
   returned: always
   type: dict
   sample: {"ActiveState": "active", "SubState": "running", "LoadState": "loaded", "InvocationID": "5c1bd2f6a9e0"}
 active:
-  description: Whether the unit was running before the call (C(ActiveState) C(active), C(activating) or C(reloading)).
+  description: Whether the unit runs (C(ActiveState) C(active), C(activating) or C(reloading)).
   returned: always
   type: bool
   sample: true
-stopped:
-  description: Whether this call stopped the unit (in check mode, would stop it).
-  returned: always
-  type: bool
-  sample: false
 """
 
 import io
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.moesweep.sweep.plugins.module_utils.readiness import parse_show, unit_running
+from ansible_collections.moesweep.sweep.plugins.module_utils.systemd import Systemctl, unit_running
 
 STATUS_PROPS = ("ActiveState", "SubState", "LoadState", "UnitFileState", "MainPID", "InvocationID")
 
@@ -127,30 +113,18 @@ def main():
             name=dict(type="str", required=True),
             unit_path=dict(type="path", required=True),
             env_path=dict(type="path", required=True),
-            stop=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
     p = module.params
-    systemctl = module.get_bin_path("systemctl", required=True)
+    systemd = Systemctl(module.run_command, module.get_bin_path("systemctl", required=True))
     unit_content = read_file(module, p["unit_path"])
     env_content = read_file(module, p["env_path"])
-    rc, out, err = module.run_command([systemctl, "show", p["name"], "-p", ",".join(STATUS_PROPS)],
-                                      environ_update={"LC_ALL": "C"})
-    if rc != 0:
-        module.fail_json(msg="systemctl show %s failed (rc %d): %s" % (p["name"], rc, (err or out).strip()))
-    status = parse_show(out)
-    active = unit_running(status)
-    stop = bool(p["stop"] and unit_content is not None and active)
-    if stop and not module.check_mode:
-        rc, out, err = module.run_command([systemctl, "stop", "--no-block", p["name"]], environ_update={"LC_ALL": "C"})
-        if rc != 0:
-            why = (err or out).strip()
-            module.fail_json(msg="systemctl stop --no-block %s failed (rc %d): %s" % (p["name"], rc, why),
-                             unit_content=unit_content, env_content=env_content, status=status, active=active,
-                             stopped=False)
-    module.exit_json(changed=stop, unit_content=unit_content, env_content=env_content, status=status, active=active,
-                     stopped=stop)
+    status, failed = systemd.show(p["name"], STATUS_PROPS)
+    if failed:
+        module.fail_json(msg=failed)
+    module.exit_json(changed=False, unit_content=unit_content, env_content=env_content, status=status,
+                     active=unit_running(status))
 
 
 if __name__ == "__main__":

@@ -18,8 +18,8 @@ description:
     directory, which C(moesweep sweep) writes on a first Ctrl-C); the point is then recorded C(interrupted), and
     O(state=start) answers RV(stopped=true) for the points after it.
   - O(state=previous) says whether the server the host runs before the sweep is to be stopped as soon as its state
-    was read (RV(stop_first) - the sweep's first point on this host starts its own server anyway, on the same
-    conditions as RV(stop_server); never in check mode).
+    was read (RV(stop_early) - the sweep's first point on this host starts its own server anyway; never in check
+    mode). It stops nothing - the playbook does, with the server role's C(stop) entry point.
   - O(state=resume) computes the point's configuration hash (RV(config_hash) - launch, benchmark settings, stack
     lock) and answers whether a passing record with that hash exists (RV(skip) - then the point is skipped, unless
     the sweep's C(rerun)); that record is returned again (RV(moesweep_record), with C(resumed)) for the callback to
@@ -29,13 +29,14 @@ description:
     read kept records as well as C(points.jsonl).
   - O(state=point) builds the point's record (RV(moesweep_record), see docs/results.md) from what each stage
     returned or the task that failed, with secrets redacted, and returns it with its RV(artifacts).
-    When the next point of this host starts its own server anyway (the plan's C(starts_server), no passing record
-    that resume could skip it for, no request to stop, one host, a restore policy other than V(none)), it stops
-    O(unit) at once, without waiting, in the same round trip that reads the artifacts (RV(stop_server)) - its drain
-    then overlaps the next point's preflight and unit. At the host's last point it does the same when the restore
-    puts back another point (restore=best, this record counted), so that drain overlaps the restore's preflight and unit.
+    It says whether the point's server is to be stopped at once, without waiting (RV(stop_early)) - when the next
+    point of this host starts its own server anyway (the plan's C(starts_server), no passing record that resume
+    could skip it for, no request to stop, one host, a restore policy other than V(none)) - its drain then overlaps
+    the next point's preflight and unit - or, at the host's last point, when the restore puts back another point
+    (restore=best, this record counted). It stops nothing - the playbook does, with the server role's C(stop) entry
+    point. The decision is C(plugins/plugin_utils/schedule.py).
   - O(state=restore_plan) picks the configuration to leave the host on (RV(choice)), and says whether the server
-    that runs now is to be stopped first (RV(stop_first) - the restore puts back another point than
+    that runs now is to be stopped first (RV(stop_early) - the restore puts back another point than
     O(running_point)) or only judged (RV(keep_running) - the best point is O(running_point)); O(state=restore)
     records that step with its readiness.
   - O(state=interconnect) without O(interconnect) answers whether the TP group's all-reduce was measured on the host
@@ -181,16 +182,10 @@ options:
     default: ""
   running_stopped:
     description:
-      - For O(state=restore_plan) - the record of O(running_point) already stopped its server (RV(stop_server)), so the
-        restore neither stops it again nor keeps it running.
+      - For O(state=restore_plan) - the server of O(running_point) was already stopped when that point ended
+        (RV(stop_early) of its record), so the restore neither stops it again nor keeps it running.
     type: bool
     default: false
-  unit:
-    description:
-      - For O(state=point) - the server's systemd unit, stopped when the next point starts its own, or, at the host's last
-        point, when the restore puts back another point (empty - never stopped).
-    type: str
-    default: ""
   interconnect:
     description:
       - For O(state=interconnect) - a measurement of M(moesweep.sweep.interconnect_facts) to record; for O(state=point)
@@ -212,7 +207,7 @@ options:
 attributes:
   action:
     support: full
-    details: The bookkeeping runs on the controller; only O(state=point) contacts the host, for the artifacts (and the early stop).
+    details: The bookkeeping runs on the controller; only O(state=point) contacts the host, to read the artifacts.
   check_mode:
     support: full
     details: In check mode nothing is collected from the host; the callback writes nothing.
@@ -326,15 +321,17 @@ choice:
   description: For O(state=restore_plan) - C(action) (V(point), V(previous), V(none)), C(point), C(reason).
   returned: when state is restore_plan
   type: dict
-stop_server:
+stop_early:
   description:
-    - For O(state=point) - the server was stopped now, without waiting; the next point of this host starts its own, or
+    - For O(state=point) - stop the point's server now, without waiting; the next point of this host starts its own, or
       this is the host's last point and the restore puts back another one (restore=best).
-  returned: when state is point
+    - For O(state=previous) - stop the server that runs before the sweep once its state was read.
+    - For O(state=restore_plan) - stop the running server before the restore's preflight and unit.
+  returned: when state is point, previous or restore_plan
   type: bool
   sample: true
 stop_reason:
-  description: For O(state=point) and O(state=previous) - why the server was (or is to be) stopped now, or why not.
+  description: For O(state=point) and O(state=previous) - why the server is to be stopped now, or why not.
   returned: when state is point or previous
   type: str
   sample: "the next point triton starts its own server: this one is stopped now, its drain overlapping"
@@ -346,13 +343,6 @@ keep_running:
   returned: when state is restore_plan
   type: bool
   sample: true
-stop_first:
-  description:
-    - For O(state=restore_plan) - stop the running server before the restore's preflight and unit.
-    - For O(state=previous) - stop the server that runs before the sweep once its state was read.
-  returned: when state is restore_plan or previous
-  type: bool
-  sample: false
 msg:
   description: What the step did, in one line.
   returned: always, except for stop_check when the sweep goes on

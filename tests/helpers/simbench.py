@@ -33,7 +33,8 @@ TOKENIZER = SIMULATOR / "tokenizer"
 MODULE = REPO / "plugins" / "modules" / "sglang_bench.py"
 VENVS = Path(os.path.expanduser("~/.cache/moesweep/venvs"))
 BENCH_CLIENT_VENV = VENVS / "bench-sglang-0.5.9"
-# sglang 0.5.9's bench_serving needs no torch: sglang --no-deps plus these (real-peers: the light client)
+# sglang 0.5.9's bench_serving needs no torch (its sglang/__init__ imports only sglang.lang.*, sglang.utils, which
+# needs IPython and pydantic, and sglang.srt.environ): sglang --no-deps plus these
 BENCH_CLIENT_PKGS = ["aiohttp", "numpy", "requests", "tqdm", "pybase64", "pillow", "ipython", "pydantic",
                      "datasets", "transformers==4.57.1"]
 NO_UNIT = "moesweep-bench-no-such.service"  # the module reads this unit's state; it never exists here

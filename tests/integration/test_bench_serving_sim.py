@@ -1,5 +1,5 @@
-"""Real `sglang.bench_serving` (sglang 0.5.9, the light client of real-peers.md §1b) against the
-simulated SGLang server: every request must succeed and the measured output throughput must be
+"""Real `sglang.bench_serving` (sglang 0.5.9, whose client needs no torch: sglang --no-deps plus its light
+dependencies) against the simulated SGLang server: every request must succeed and the measured output throughput must be
 within 3 % of the simulator's model (tokenmodel.expected_output_throughput), over both the native
 /generate API (--backend sglang) and the OpenAI API (--backend sglang-oai).
 

@@ -32,7 +32,8 @@ def test_molecule_scenario(role, scenario):
         pytest.skip(reason)
     bindir = Path(sys.executable).parent
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "MOLECULE_"))}
-    # molecule calls ansible-config & co. by name (test-hosts.md pitfall 6).
+    # molecule calls ansible-config & co. by name: without the venv's bin on PATH it fails with
+    # FileNotFoundError: 'ansible-config'.
     env.update(PATH=f"{bindir}:{env.get('PATH', '')}", NO_COLOR="1", ANSIBLE_NOCOLOR="1")
     t0 = time.monotonic()
     proc = subprocess.run(

@@ -59,9 +59,30 @@ def failures(results: Path) -> list:
             for r in records(results) if r["status"] != "passed"]
 
 
-def previous_read(proc) -> str:
-    """How the sweep's read of the server that ran before it ended: V(changed) when it also stopped that server."""
-    return re.findall(r"TASK \[Read whether it was running[^\n]*\n(changed|ok): ", proc.stdout)[0]
+STOP_TASK = r"TASK \[(?:sglang_server : )?Stop the server without waiting for it to exit\][^\n]*\n(changed|ok): "
+
+
+def previous_stop(proc) -> str:
+    """How the sweep began with the server that ran before it: V(read) when it was only read (ok, nothing changed),
+    V(stopped) when the server role's stop followed the read (changed)."""
+    read = re.findall(r"TASK \[Read whether it is running[^\n]*\n(changed|ok): ", proc.stdout)
+    assert read == ["ok"], read  # the read itself never changes the host
+    begin = proc.stdout.split("TASK [Read whether it is running", 1)[1].split("TASK [Remember it]", 1)[0]
+    stop = re.findall(STOP_TASK, begin)
+    assert stop in ([], ["changed"]), stop
+    return "stopped" if stop else "read"
+
+
+def early_stops(proc) -> dict:
+    """{point: "changed"} for each point whose server the early stop (the server role's stop entry point, after the
+    point's record) stopped."""
+    out = {}
+    for chunk in proc.stdout.split("TASK [Record the point ")[1:]:
+        point, rest = chunk.split("]", 1)
+        stop = re.findall(STOP_TASK, rest.split("TASK [Remember how this point ended", 1)[0])
+        if stop:
+            out[point] = stop[0]
+    return out
 
 
 def active_backend(cluster) -> str:
@@ -140,13 +161,16 @@ def test_four_backend_sweep_refused_benchmarked_and_left_on_the_best(bench_clust
     assert restore["status"] == "passed" and restore["action"] == "point" and restore["point"] == best
     assert restore["readiness"]["state"] == "ready" and active_backend(bench_cluster) == best
     assert bench_cluster.sh(bench_cluster.names[0], "systemctl is-active sglang.service").stdout.strip() == "active"
-    # the record of a point whose next point starts its own server stopped it (changed); so did the last one's, since
-    # the restore puts back another point (the best, flashinfer_cutlass), which the restore then does not stop again
+    # a point whose next point starts its own server is stopped right after its record (changed), which changes nothing;
+    # so is the last one, since the restore puts back another point (the best, flashinfer_cutlass), which the restore
+    # then does not stop again
     recorded = dict(re.findall(r"TASK \[Record the point (\w+)\][^\n]*\n(changed|ok): ", proc.stdout))
-    assert recorded == {"flashinfer_cutedsl": "changed", "flashinfer_cutlass": "changed", "triton": "changed"}, recorded
+    assert recorded == {"flashinfer_cutedsl": "ok", "flashinfer_cutlass": "ok", "triton": "ok"}, recorded
+    assert early_stops(proc) == {"flashinfer_cutedsl": "changed", "flashinfer_cutlass": "changed",
+                                 "triton": "changed"}, proc.stdout[-6000:]
     assert re.search(r"TASK \[Stop the sweep's server now[^\n]*\]\W*\nskipping: ", proc.stdout), proc.stdout[-6000:]
     # the first point (trtllm) is refused: the server that ran before the sweep kept serving meanwhile
-    assert previous_read(proc) == "ok"
+    assert previous_stop(proc) == "read"
     # the all-reduce is measured at the first point that runs (its server stopped first), and not again under the
     # same NCCL environment
     measures = re.findall(r"TASK \[(?:sglang_server : )?Measure all-reduce latency[^\n]*\]\W*\n(\w+): ", proc.stdout)
@@ -158,7 +182,7 @@ def test_four_backend_sweep_refused_benchmarked_and_left_on_the_best(bench_clust
 
     # a forced point: the crash and its cause are recorded, and the host goes back to what it ran before
     proc = playbook(bench_cluster, settings, "-e", "backend=flashinfer_trtllm", "-e", "force=true")
-    assert previous_read(proc) == "changed"  # forced, it starts its own server: the one before was stopped at once
+    assert previous_stop(proc) == "stopped"  # forced, it starts its own server: the one before was stopped at once
     crash = [r for r in records(settings[1]) if r["point"] == "flashinfer_trtllm"][-1]
     assert crash["status"] == "crashed" and crash["cause"] == "unsupported_arch", crash["readiness"]
     assert crash["preflight"]["forced"] is True

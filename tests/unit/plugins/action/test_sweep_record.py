@@ -1,7 +1,9 @@
 """sweep_record: a record that could not be written still counts (resume, restore) and fails the run at its end,
-a skipped point's record becomes its latest again (re-probe #37 items 1 and 5); and its interconnect step: whether
+a skipped point's record becomes its latest again (re-probe #37 items 1 and 5); its interconnect step: whether
 the host's all-reduce was measured under the point's NCCL environment (this run's measurements, then the sweep's
-interconnect.jsonl, unless the sweep reruns), and the record of a new measurement the callback appends."""
+interconnect.jsonl, unless the sweep reruns), and the record of a new measurement the callback appends; and the
+early-stop schedule it returns at the steps previous, point and restore_plan, while its only host call (the point's
+artifacts) stops nothing."""
 
 from __future__ import annotations
 
@@ -185,3 +187,76 @@ def test_artifacts_never_carry_a_known_secret(tmp_path):
                 "content": content}}}):
         res = plugin.run(task_vars={"inventory_hostname": "h1", "sglang_server_api_key": key})
     assert key not in json.dumps(res) and "c8.result.json" in res["artifacts"]
+
+
+# ---- the early-stop schedule (plugin_utils/schedule.py) as sweep_record returns it; it never stops anything itself
+
+def step(tmp_path, state, check_mode=False, sweep=None, modules=None, **args):
+    """sweep_record at ``state`` on host h1; ``modules`` collects the host modules it runs (name, args)."""
+    sweep = dict({"sweep_id": "s1", "dir": str(tmp_path / "s1"), "points": ["a", "b"], "starts_server": ["a", "b"],
+                  "restore": "best", "rerun": False, "reference_concurrency": 8}, **(sweep or {}))
+    os.makedirs(sweep["dir"], exist_ok=True)
+    task = mock.MagicMock()
+    task.args = dict(state=state, sweep=sweep, **args)
+    task.check_mode = check_mode
+    plugin = action.ActionModule(task, mock.MagicMock(), mock.MagicMock(), loader=None, templar=None,
+                                 shared_loader_obj=None)
+    calls = modules if modules is not None else []
+
+    def execute_module(module_name, module_args, task_vars):
+        calls.append((module_name, dict(module_args)))
+        return {"changed": False, "artifacts": {}}
+
+    plugin._execute_module = execute_module
+    with mock.patch.object(action.ActionBase, "run", return_value={}), \
+            mock.patch.object(action, "moesweep_version", return_value={}), \
+            mock.patch.object(action, "known_secrets", return_value=[]):
+        return plugin.run(task_vars={"inventory_hostname": "h1"})
+
+
+def test_the_point_record_says_stop_early_and_its_read_stops_nothing(tmp_path):
+    modules = []
+    res = step(tmp_path, "point", point="a", invocation_id="0" * 32, modules=modules)
+    assert res["stop_early"] is True and res["stop_reason"].startswith("the next point b starts its own server")
+    assert res["moesweep_record"]["point"] == "a" and not res.get("changed")
+    assert modules == [("moesweep.sweep.point_artifacts", {"files": {}, "env_files": [], "invocation_id": "0" * 32})]
+    assert "stop_server" not in res
+
+
+def test_the_point_record_stops_nothing_early_in_check_mode_or_without_a_writable_results_directory(tmp_path):
+    res = step(tmp_path, "point", check_mode=True, point="a")
+    assert res["stop_early"] is False and res["stop_reason"] == "check mode: nothing is stopped"
+    with mock.patch.object(action, "writable", return_value=False):
+        res = step(tmp_path, "point", point="a")
+    assert res["moesweep_unwritable"] and res["stop_early"] is False
+    assert res["stop_reason"] == "the results directory is not writable: the sweep stops here"
+
+
+def test_the_last_point_that_failed_is_stopped_early_when_the_restore_puts_back_another(tmp_path):
+    (tmp_path / "s1").mkdir()
+    (tmp_path / "s1" / records.POINTS_FILE).write_text(json.dumps(
+        {"kind": "point", "host": "h1", "point": "a", "status": "passed", "config_hash": "c",
+         "benchmark": {"levels": [{"concurrency": 8, "ok": True, "figures": {"output_throughput": 150.0,
+                                                                             "p99_ttft_ms": 10.0}}]}}) + "\n")
+    res = step(tmp_path, "point", point="b", readiness={"state": "crashed", "cause": "oom"},
+               failed_task="wait", failed_action="moesweep.sweep.sglang_ready",
+               failed_result={"state": "crashed", "cause": "oom"})
+    assert res["moesweep_record"]["status"] != "passed"
+    assert res["stop_early"] is True and "the restore puts back a" in res["stop_reason"]
+
+
+def test_previous_and_restore_plan_answer_with_the_same_two_names(tmp_path):
+    res = step(tmp_path, "previous")
+    assert res["stop_early"] is True and "the next point a starts its own server" in res["stop_reason"]
+    assert step(tmp_path, "previous", check_mode=True)["stop_early"] is False
+    (tmp_path / "s1" / records.POINTS_FILE).write_text(json.dumps(
+        {"kind": "point", "host": "h1", "point": "a", "status": "passed", "config_hash": "c",
+         "benchmark": {"levels": [{"concurrency": 8, "ok": True, "figures": {"output_throughput": 150.0,
+                                                                             "p99_ttft_ms": 10.0}}]}}) + "\n")
+    res = step(tmp_path, "restore_plan", running_point="b")
+    assert res["choice"]["point"] == "a" and res["stop_early"] is True and res["keep_running"] is False
+    assert res["msg"].endswith("; the server of b is stopped first (the restore starts another)")
+    res = step(tmp_path, "restore_plan", running_point="a")
+    assert res["stop_early"] is False and res["keep_running"] is True
+    res = step(tmp_path, "restore_plan", running_point="b", running_stopped=True)
+    assert res["stop_early"] is False and res["keep_running"] is False

@@ -49,6 +49,18 @@ def test_stops_a_running_unit_then_waits_until_the_gpu_is_free():
     assert calls[:2] == [["show", "sglang.service", "-p", "ActiveState"], ["stop", "sglang.service"]]
 
 
+@pytest.mark.parametrize("active, stops", [("active", True), ("activating", True), ("reloading", True),
+                                           ("deactivating", True), ("failed", False), ("inactive", False)])
+def test_the_stop_runs_only_for_a_unit_that_has_processes(active, stops):
+    """systemd.unit_running or unit_stopping: a unit still stopping may hold the GPUs; systemctl stop waits for it."""
+    run, calls = commands([IDLE], active=active)
+    r = release.release(run, "nvidia-smi", "systemctl", "sglang.service", timeout=5, listeners=lambda port: [])
+    assert r["stopped"] is stops and r["released"] is True
+    systemctl = [c for c in calls if isinstance(c, list)]
+    assert systemctl == [["show", "sglang.service", "-p", "ActiveState"]] + ([["stop", "sglang.service"]] if stops
+                                                                              else [])
+
+
 def test_not_released_names_every_holder():
     run, _ = commands([BUSY] * 20, active="inactive")
     clock, sleep = fake_clock()

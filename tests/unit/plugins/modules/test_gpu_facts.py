@@ -7,7 +7,6 @@ from unittest import mock
 
 import pytest
 from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 # isort: split
 from ansible_collections.moesweep.sweep.plugins.modules import gpu_facts
@@ -17,29 +16,6 @@ FIX = FIXTURES_ROOT / "nvidia-smi"
 H200 = FIX / "h200-x2"
 RTX = FIX / "rtx-pro-6000-public"
 FAIL = FIX / "driver-failure"
-
-
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
-def exit_json(self, **kwargs):
-    raise ExitJson(kwargs)
-
-
-def fail_json(self, msg, **kwargs):
-    kwargs["msg"] = msg
-    raise FailJson(kwargs)
-
-
-@pytest.fixture(autouse=True)
-def patched_exits(monkeypatch):
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
 
 
 def h200_query() -> str:
@@ -81,41 +57,45 @@ def bin_path(found):
     return get_bin_path
 
 
-def run_module(args, outputs, found, reads=None, nvcc_ok=False):
-    calls, environ = [], []
-    reads = reads or {}
-    real_access = gpu_facts.os.access
+@pytest.fixture
+def run(run_module):
+    """Run the module (the shared harness) on replayed output: ((kind, result), the commands run, their
+    environments)."""
 
-    def access(path, mode):
-        if str(path).endswith("/bin/nvcc"):
-            return nvcc_ok
-        return real_access(path, mode)
+    def call(args, outputs, found, reads=None, nvcc_ok=False):
+        calls, environ = [], []
+        files = reads or {}
+        real_access = gpu_facts.os.access
 
-    with (
-        patch_module_args(args),
-        mock.patch.object(basic.AnsibleModule, "run_command", replay(outputs, calls, environ)),
-        mock.patch.object(basic.AnsibleModule, "get_bin_path", bin_path(found)),
-        mock.patch.object(gpu_facts, "_read", lambda p: reads.get(p)),
-        mock.patch.object(gpu_facts.os, "access", access),
-    ):
-        with pytest.raises((ExitJson, FailJson)) as exc:
-            gpu_facts.main()
-    return exc, calls, environ
+        def access(path, mode):
+            if str(path).endswith("/bin/nvcc"):
+                return nvcc_ok
+            return real_access(path, mode)
+
+        with (
+            mock.patch.object(basic.AnsibleModule, "run_command", replay(outputs, calls, environ)),
+            mock.patch.object(basic.AnsibleModule, "get_bin_path", bin_path(found)),
+            mock.patch.object(gpu_facts, "_read", lambda p: files.get(p)),
+            mock.patch.object(gpu_facts.os, "access", access),
+        ):
+            out = run_module(gpu_facts, args)
+        return out, calls, environ
+
+    return call
 
 
-def test_h200_facts_from_real_output():
+def test_h200_facts_from_real_output(run):
     outputs = dict(H200_OUTPUTS)
     outputs["nvcc"] = (0, "Cuda compilation tools, release 12.8, V12.8.93\n", "")
     reads = {"/sys/devices/system/node/online": "0\n", "/sys/class/dmi/id/sys_vendor": "Firecracker\n"}
-    exc, calls, environ = run_module(
+    (kind, result), calls, environ = run(
         {"cuda_home": "/usr/local/cuda-12.8"},
         outputs,
         {"nvidia-smi": "/usr/bin/nvidia-smi"},
         reads,
         nvcc_ok=True,
     )
-    assert exc.type is ExitJson
-    result = exc.value.args[0]
+    assert kind == "exit"
     assert result["changed"] is False
     facts = result["ansible_facts"]["moesweep_gpu"]
     assert facts["gpu_count"] == 2
@@ -139,22 +119,22 @@ def test_h200_facts_from_real_output():
     json.dumps(result)  # facts must be serialisable
 
 
-def test_check_mode_runs_read_only():
-    exc, calls, _ = run_module(
+def test_check_mode_runs_read_only(run):
+    (kind, result), calls, _ = run(
         {"_ansible_check_mode": True}, H200_OUTPUTS, {"nvidia-smi": "/usr/bin/nvidia-smi"}
     )
-    assert exc.type is ExitJson and exc.value.args[0]["changed"] is False
+    assert kind == "exit" and result["changed"] is False
     assert all(c[0] in ("/usr/bin/nvidia-smi",) for c in calls)
 
 
-def test_systemd_detect_virt_used_when_present():
+def test_systemd_detect_virt_used_when_present(run):
     outputs = dict(H200_OUTPUTS, virt=(0, "kvm\n", ""))
     found = {"nvidia-smi": "/usr/bin/nvidia-smi", "systemd-detect-virt": "/usr/bin/systemd-detect-virt"}
-    exc, _, _ = run_module({}, outputs, found)
-    assert exc.value.args[0]["ansible_facts"]["moesweep_gpu"]["virtualization"]["type"] == "kvm"
+    (kind, result), _, _ = run({}, outputs, found)
+    assert result["ansible_facts"]["moesweep_gpu"]["virtualization"]["type"] == "kvm"
 
 
-def test_pcie_phb_from_public_rtx_topology_and_mixed_models():
+def test_pcie_phb_from_public_rtx_topology_and_mixed_models(run):
     query = (
         "index, name, pci.bus_id, compute_cap, memory.total [MiB], memory.used [MiB]\n"
         "0, NVIDIA RTX PRO 6000 Blackwell Workstation Edition, 00000000:01:00.0, 12.0, 97887 MiB, 0 MiB\n"
@@ -164,36 +144,35 @@ def test_pcie_phb_from_public_rtx_topology_and_mixed_models():
     outputs = dict(H200_OUTPUTS)
     outputs["--query-gpu"] = (0, query, "")
     outputs["topo"] = (0, (RTX / "topo-m-2x-workstation.txt").read_text(), "")
-    exc, _, _ = run_module({}, outputs, {"nvidia-smi": "/usr/bin/nvidia-smi"})
-    facts = exc.value.args[0]["ansible_facts"]["moesweep_gpu"]
+    (kind, result), _, _ = run({}, outputs, {"nvidia-smi": "/usr/bin/nvidia-smi"})
+    facts = result["ansible_facts"]["moesweep_gpu"]
     assert facts["sm"] == "sm120" and facts["interconnect"] == "pcie-phb"
     assert facts["mixed_models"] is True and len(facts["gpu_models"]) == 2
 
 
-def test_no_nvidia_smi_fails_clearly():
-    exc, _, _ = run_module({}, H200_OUTPUTS, {})
-    assert exc.type is FailJson
-    assert exc.value.args[0]["msg"].startswith("no NVIDIA driver found on ")
-    assert "nvidia-smi not in PATH" in exc.value.args[0]["msg"]
+def test_no_nvidia_smi_fails_clearly(run):
+    (kind, result), _, _ = run({}, H200_OUTPUTS, {})
+    assert kind == "fail"
+    assert result["msg"].startswith("no NVIDIA driver found on ")
+    assert "nvidia-smi not in PATH" in result["msg"]
 
 
 @pytest.mark.parametrize("name", ["nvidia-smi-not-loaded.txt", "nvml-version-mismatch.txt"])
-def test_driver_not_loaded_attaches_real_text(name):
+def test_driver_not_loaded_attaches_real_text(name, run):
     text = (FAIL / name).read_text()
     outputs = {"--query-gpu": (9, text, "")}
-    exc, _, _ = run_module({}, outputs, {"nvidia-smi": "/usr/bin/nvidia-smi"})
-    assert exc.type is FailJson
-    res = exc.value.args[0]
-    assert text.splitlines()[0].strip() in res["msg"]
-    assert res["stdout"] == text and res["rc"] == 9 and "stderr" in res
+    (kind, result), _, _ = run({}, outputs, {"nvidia-smi": "/usr/bin/nvidia-smi"})
+    assert kind == "fail"
+    assert text.splitlines()[0].strip() in result["msg"]
+    assert result["stdout"] == text and result["rc"] == 9 and "stderr" in result
 
 
-def test_nvidia_smi_path_must_be_executable(tmp_path):
-    exc, _, _ = run_module({"nvidia_smi_path": str(tmp_path / "nope")}, H200_OUTPUTS, {})
-    assert exc.type is FailJson and "nvidia_smi_path" in exc.value.args[0]["msg"]
+def test_nvidia_smi_path_must_be_executable(tmp_path, run):
+    (kind, result), _, _ = run({"nvidia_smi_path": str(tmp_path / "nope")}, H200_OUTPUTS, {})
+    assert kind == "fail" and "nvidia_smi_path" in result["msg"]
 
 
-def test_host_checks_from_recorded_h200_outputs_and_a_capped_service_manager():
+def test_host_checks_from_recorded_h200_outputs_and_a_capped_service_manager(run):
     """The host checks gathered with the facts: the H200 recording's -q and topo -p2p r, a service manager whose
     memlock is 64 KiB without CAP_SYS_RESOURCE (the role's unit asks for infinity and gets 64 KiB), a 64 MiB
     /dev/shm is not read here (the test machine's is), and the R570 / CUDA 13 refusal from the stack's CUDA."""
@@ -207,9 +186,9 @@ def test_host_checks_from_recorded_h200_outputs_and_a_capped_service_manager():
         "/proc/cmdline": "BOOT_IMAGE=/vmlinuz ro",
         "/proc/meminfo": "MemTotal:       2113253496 kB\n",
     }
-    exc, calls, _env = run_module({"stack_cuda": "13.0", "unit": "sglang.service"}, outputs,
+    (kind, result), calls, _env = run({"stack_cuda": "13.0", "unit": "sglang.service"}, outputs,
                                   {"nvidia-smi": "/usr/bin/nvidia-smi"}, reads)
-    facts = exc.value.args[0]["ansible_facts"]["moesweep_gpu"]
+    facts = result["ansible_facts"]["moesweep_gpu"]
     checks = {c["name"]: c for c in facts["host_checks"]}
     assert checks["driver_cuda"]["verdict"] == "ok"  # 580.159.04 runs CUDA 13.0
     assert checks["p2p"]["verdict"] == "ok" and checks["pcie_link"]["verdict"] == "ok"
@@ -219,8 +198,8 @@ def test_host_checks_from_recorded_h200_outputs_and_a_capped_service_manager():
     json.dumps(facts)
 
 
-def test_host_checks_off():
-    exc, calls, _env = run_module({"host_checks": False}, dict(H200_OUTPUTS), {"nvidia-smi": "/usr/bin/nvidia-smi"})
-    facts = exc.value.args[0]["ansible_facts"]["moesweep_gpu"]
+def test_host_checks_off(run):
+    (kind, result), calls, _env = run({"host_checks": False}, dict(H200_OUTPUTS), {"nvidia-smi": "/usr/bin/nvidia-smi"})
+    facts = result["ansible_facts"]["moesweep_gpu"]
     assert facts["host_checks"] == [] and facts["host_check_summary"] == {"fail": [], "warn": []}
     assert ["/usr/bin/nvidia-smi", "-q"] not in calls

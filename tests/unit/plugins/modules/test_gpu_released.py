@@ -6,7 +6,6 @@ from unittest import mock
 
 import pytest
 from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 # isort: split
 from ansible_collections.moesweep.sweep.plugins.module_utils import ports
@@ -15,27 +14,6 @@ from helpers.paths import FIXTURES as FIXTURES_ROOT
 
 FIX = FIXTURES_ROOT
 DEVICE = FIX / "nvidia-smi" / "h200-x1-device"
-
-
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
-@pytest.fixture(autouse=True)
-def exits(monkeypatch):
-    def exit_json(self, **kw):
-        raise ExitJson(kw)
-
-    def fail_json(self, msg, **kw):
-        kw["msg"] = msg
-        raise FailJson(kw)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
 
 
 def test_parse_proc_net_tcp_recorded():
@@ -84,108 +62,98 @@ def test_a_listener_gone_by_the_end_of_the_scan_is_no_listener(tmp_path, monkeyp
     assert reads == [2024, 2024]
 
 
-def run_module(args, answers, systemctl=None):
-    """answers: list of (compute-apps csv, query-gpu csv) per poll; systemctl: a list that records the systemctl
-    calls, its first item the unit's ActiveState."""
-    seq = iter(answers)
-    state = {}
+@pytest.fixture
+def release(run_module):
+    """gpu_released through the shared harness: ``answers`` a list of (compute-apps csv, query-gpu csv) per poll;
+    ``systemctl`` a list that records any systemctl call, its first item the unit's ActiveState. Returns (kind,
+    result)."""
 
-    def run_command(self, argv, **kw):
-        if argv[0].endswith("systemctl"):
-            systemctl.append(argv[1:])
-            return 0, f"ActiveState={systemctl[0]}\n" if argv[1] == "show" else "", ""
-        if argv[1].startswith("--query-compute-apps"):
-            state["cur"] = next(seq)
-            return 0, state["cur"][0], ""
-        return 0, state["cur"][1], ""
+    def call(args, answers, systemctl=None):
+        seq = iter(answers)
+        state = {}
 
-    with patch_module_args(args), \
-            mock.patch.object(basic.AnsibleModule, "run_command", run_command), \
-            mock.patch.object(basic.AnsibleModule, "get_bin_path", lambda self, name, *a, **k: "/usr/bin/" + name), \
-            mock.patch("os.path.exists", return_value=True), \
-            mock.patch.object(gpu_released.time, "sleep", lambda s: None), \
-            mock.patch.object(gpu_released.ports, "listeners", lambda port: []):
-        gpu_released.main()
+        def run_command(self, argv, **kw):
+            if argv[0].endswith("systemctl"):
+                systemctl.append(argv[1:])
+                return 0, f"ActiveState={systemctl[0]}\n" if argv[1] == "show" else "", ""
+            if argv[1].startswith("--query-compute-apps"):
+                state["cur"] = next(seq)
+                return 0, state["cur"][0], ""
+            return 0, state["cur"][1], ""
+
+        with (
+            mock.patch.object(basic.AnsibleModule, "run_command", run_command),
+            mock.patch.object(basic.AnsibleModule, "get_bin_path", lambda self, name, *a, **k: "/usr/bin/" + name),
+            mock.patch("os.path.exists", return_value=True),
+            mock.patch.object(gpu_released.time, "sleep", lambda s: None),
+            mock.patch.object(gpu_released.ports, "listeners", lambda port: []),
+        ):
+            return run_module(gpu_released, args)
+
+    return call
 
 
 BUSY = (DEVICE / "compute-apps-under-bf16-matmul.csv").read_text()
 IDLE = (DEVICE / "compute-apps-idle.csv").read_text()
 
 
-def test_released_after_the_process_left():
-    with pytest.raises(ExitJson) as e:
-        run_module({"timeout": 5, "poll_interval": 0.01}, [(BUSY, "0, 21700\n"), (IDLE, "0, 3\n")])
-    r = e.value.args[0]
+def test_released_after_the_process_left(release):
+    kind, r = release({"timeout": 5, "poll_interval": 0.01}, [(BUSY, "0, 21700\n"), (IDLE, "0, 3\n")])
+    assert kind == "exit"
     assert r["released"] is True and r["holders"] == [] and r["memory_used_mib"] == [3]
 
 
-def test_timeout_names_the_pid_still_holding_the_gpu():
-    with mock.patch.object(gpu_released.time, "monotonic", side_effect=[0.0, 0.0, 10.0]), pytest.raises(FailJson) as e:
-        run_module({"timeout": 5, "poll_interval": 0.01}, [(BUSY, "0, 21700\n"), (BUSY, "0, 21700\n")])
-    r = e.value.args[0]
+def test_timeout_names_the_pid_still_holding_the_gpu(release):
+    with mock.patch.object(gpu_released.time, "monotonic", side_effect=[0.0, 0.0, 10.0]):
+        kind, r = release({"timeout": 5, "poll_interval": 0.01}, [(BUSY, "0, 21700\n"), (BUSY, "0, 21700\n")])
+    assert kind == "fail"
     assert "PID 891 (/opt/torch/.venv/bin/python3) holds 21700 MiB on GPU 00000000:00:06.0" in r["msg"]
     assert r["released"] is False and "elapsed" in r
 
 
-def test_check_mode_reports_once_without_waiting():
-    with pytest.raises(ExitJson) as e:
-        run_module({"timeout": 5, "_ansible_check_mode": True}, [(BUSY, "0, 21700\n")])
-    assert e.value.args[0]["released"] is False and e.value.args[0]["changed"] is False
+def test_check_mode_reports_once_without_waiting(release):
+    kind, r = release({"timeout": 5, "_ansible_check_mode": True}, [(BUSY, "0, 21700\n")])
+    assert kind == "exit" and r["released"] is False and r["changed"] is False
 
 
-def test_stop_unit_stops_a_running_unit_then_waits():
+def test_it_only_observes_and_never_calls_systemctl(release):
+    """The stop before the wait is a task of its own (the server role's stop entry point); the stop-then-wait protocol
+    of sglang_ready's release is module_utils/test_release.py's."""
     calls = ["active"]
-    with pytest.raises(ExitJson) as e:
-        run_module({"timeout": 5, "poll_interval": 0.01, "stop_unit": "sglang.service"},
-                   [(BUSY, "0, 21700\n"), (IDLE, "0, 3\n")], systemctl=calls)
-    r = e.value.args[0]
-    assert r["stopped"] is True and r["changed"] is True and r["released"] is True
-    assert calls[1:] == [["show", "sglang.service", "-p", "ActiveState"], ["stop", "sglang.service"]]
-
-
-def test_stop_unit_leaves_a_stopped_unit_alone_and_check_mode_stops_nothing():
-    calls = ["failed"]
-    with pytest.raises(ExitJson) as e:
-        run_module({"timeout": 5, "stop_unit": "sglang.service"}, [(IDLE, "0, 3\n")], systemctl=calls)
-    assert e.value.args[0]["stopped"] is False and e.value.args[0]["changed"] is False
-    assert [c[0] for c in calls[1:]] == ["show"]
-    calls = ["active"]
-    with pytest.raises(ExitJson) as e:
-        run_module({"timeout": 5, "stop_unit": "sglang.service", "_ansible_check_mode": True}, [(BUSY, "0, 21700\n")],
-                   systemctl=calls)
-    assert e.value.args[0]["stopped"] is True and e.value.args[0]["changed"] is True
-    assert [c[0] for c in calls[1:]] == ["show"]
+    kind, r = release({"timeout": 5, "poll_interval": 0.01}, [(BUSY, "0, 21700\n"), (IDLE, "0, 3\n")],
+                      systemctl=calls)
+    assert kind == "exit" and r["released"] is True and r["changed"] is False and "stopped" not in r
+    assert calls == ["active"]
+    kind, r = release({"timeout": 5, "stop_unit": "sglang.service"}, [(IDLE, "0, 3\n")], systemctl=calls)
+    assert kind == "fail" and "stop_unit" in r["msg"] and calls == ["active"]
 
 
 @pytest.mark.parametrize("args,msg", [({"timeout": 0}, "timeout must be greater than 0"),
                                       ({"port": 70000}, "port must be between 0 and 65535")])
-def test_bad_input(args, msg):
-    with pytest.raises(FailJson) as e:
-        run_module(args, [])
-    assert msg in e.value.args[0]["msg"]
+def test_bad_input(args, msg, release):
+    kind, r = release(args, [])
+    assert kind == "fail" and msg in r["msg"]
 
 
 SQUATTER = {"pid": 901, "cmdline": "python3 -m http.server 8000", "unit": "squatter.service"}
 
 
-def run_port_owner(monkeypatch, found, **args):
+def run_port_owner(run_module, monkeypatch, found, **args):
     monkeypatch.setattr(port_owner.ports, "owners", lambda port: [dict(f) for f in found])
-    with patch_module_args(dict(port=8000, **args)):
-        with pytest.raises((ExitJson, FailJson)) as exc:
-            port_owner.main()
-    return exc.type, exc.value.args[0]
+    return run_module(port_owner, dict(port=8000, **args))
 
 
-def test_port_owner_reports_without_refusing(monkeypatch):
-    kind, res = run_port_owner(monkeypatch, [SQUATTER])
-    assert kind is ExitJson and res["in_use"] and res["listeners"] == [SQUATTER]
+def test_port_owner_reports_without_refusing(run_module, monkeypatch):
+    kind, res = run_port_owner(run_module, monkeypatch, [SQUATTER])
+    assert kind == "exit" and res["in_use"] and res["listeners"] == [SQUATTER]
 
 
-def test_port_owner_refuses_a_listener_outside_the_allowed_unit(monkeypatch):
-    kind, res = run_port_owner(monkeypatch, [SQUATTER], allowed_unit="sglang.service",
+def test_port_owner_refuses_a_listener_outside_the_allowed_unit(run_module, monkeypatch):
+    kind, res = run_port_owner(run_module, monkeypatch, [SQUATTER], allowed_unit="sglang.service",
                                fix="stop that process or choose another port in sglang_server_flags.port")
-    assert kind is FailJson
+    assert kind == "fail"
     assert res["msg"] == ("port 8000 is already in use by PID 901 (python3 -m http.server 8000, unit "
                           "squatter.service); stop that process or choose another port in sglang_server_flags.port")
-    kind, res = run_port_owner(monkeypatch, [dict(SQUATTER, unit="sglang.service")], allowed_unit="sglang.service")
-    assert kind is ExitJson and res["in_use"]
+    kind, res = run_port_owner(run_module, monkeypatch, [dict(SQUATTER, unit="sglang.service")],
+                               allowed_unit="sglang.service")
+    assert kind == "exit" and res["in_use"]

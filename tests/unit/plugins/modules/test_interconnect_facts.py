@@ -9,8 +9,6 @@ import os
 import sys
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 # isort: split
 from ansible_collections.moesweep.sweep.plugins.modules import interconnect_facts
@@ -18,27 +16,6 @@ from helpers.paths import FIXTURES, REPO
 
 DEVICE = FIXTURES / "nvidia-smi" / "h200-x1-device"
 SIM = REPO / "simulator" / "bin" / "allreduce-perf-sim"
-
-
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
-@pytest.fixture(autouse=True)
-def exits(monkeypatch):
-    def exit_json(self, **kw):
-        raise ExitJson(kw)
-
-    def fail_json(self, msg, **kw):
-        kw["msg"] = msg
-        raise FailJson(kw)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
 
 
 def fake_smi(tmp_path, apps_csv):
@@ -60,19 +37,19 @@ def sim_profile(tmp_path, monkeypatch):
     monkeypatch.delenv("MOESWEEP_SIM_INTERCONNECT", raising=False)
 
 
-def run(args):
-    with patch_module_args(args):
-        interconnect_facts.main()
+@pytest.fixture
+def run(run_module):
+    """(kind, result) of the module through the shared harness."""
+    return lambda args: run_module(interconnect_facts, args)
 
 
-def test_measures_with_the_simulated_program_and_reads_the_model(tmp_path, sim_profile):
+def test_measures_with_the_simulated_program_and_reads_the_model(tmp_path, sim_profile, run):
     args = {"ngpus": 8, "command": [sys.executable, str(SIM)], "nvidia_smi_path": fake_smi(
         tmp_path, (DEVICE / "compute-apps-idle.csv").read_text()),
         "environment": {"NCCL_P2P_LEVEL": "PHB", "NCCL_IB_DISABLE": "1", "OMP_NUM_THREADS": "8"},
         "model_config": str(REPO / "simulator" / "models" / "glm-5-nvfp4" / "config.json")}
-    with pytest.raises(ExitJson) as e:
-        run(args)
-    r = e.value.args[0]
+    kind, r = run(args)
+    assert kind == "exit", r
     m = r["interconnect"]
     assert r["changed"] is False and r["ansible_facts"]["moesweep_interconnect"] == m
     assert m["ranks"] == 8 and m["rows"][0]["size"] == 4096 and m["rows"][-1]["size"] == 256 << 20
@@ -82,7 +59,7 @@ def test_measures_with_the_simulated_program_and_reads_the_model(tmp_path, sim_p
     assert m["p2p"] and not any(p["access"] for p in m["p2p"]) and m["elapsed"] < 30
 
 
-def test_the_program_gets_only_the_nccl_environment_and_the_bound(tmp_path, monkeypatch):
+def test_the_program_gets_only_the_nccl_environment_and_the_bound(tmp_path, monkeypatch, run):
     """The unit's NCCL names reach the program, the controller's own NCCL_* do not; the program's arguments say the
     GPU count, the sizes and a time budget inside the timeout."""
     monkeypatch.setenv("NCCL_DEBUG", "INFO")
@@ -95,44 +72,43 @@ def test_the_program_gets_only_the_nccl_environment_and_the_bound(tmp_path, monk
     args = {"ngpus": 2, "command": [sys.executable, str(stub)], "timeout": 10,
             "nvidia_smi_path": fake_smi(tmp_path, (DEVICE / "compute-apps-idle.csv").read_text()),
             "environment": {"NCCL_P2P_LEVEL": "SYS"}}
-    with pytest.raises(ExitJson) as e:
-        run(args)
-    out = e.value.args[0]["interconnect"]["output"]
+    kind, r = run(args)
+    assert kind == "exit", r
+    out = r["interconnect"]["output"]
     seen = json.loads(out.splitlines()[0][2:])
     assert seen["env"] == {"NCCL_P2P_LEVEL": "SYS"}
     assert seen["argv"] == ["--ngpus", "2", "--min-bytes", "4096", "--max-bytes", str(256 << 20),
                             "--time-budget", "6.0"]
 
 
-def test_refuses_while_a_server_holds_a_gpu(tmp_path, sim_profile):
+def test_refuses_while_a_server_holds_a_gpu(tmp_path, sim_profile, run):
     args = {"ngpus": 8, "command": [sys.executable, str(SIM)],
             "nvidia_smi_path": fake_smi(tmp_path, (DEVICE / "compute-apps-under-bf16-matmul.csv").read_text())}
-    with pytest.raises(FailJson) as e:
-        run(args)
-    r = e.value.args[0]
+    kind, r = run(args)
+    assert kind == "fail", r
     assert "not measuring while a compute process holds a GPU" in r["msg"] and "stop the server first" in r["msg"]
     assert r["holders"]
 
 
-def test_a_program_that_overruns_is_killed_at_the_timeout(tmp_path):
+def test_a_program_that_overruns_is_killed_at_the_timeout(tmp_path, run):
     slow = tmp_path / "slow.py"
     slow.write_text("import time\ntime.sleep(30)\n")
     args = {"ngpus": 1, "command": [sys.executable, str(slow)], "timeout": 1, "command_args": "none",
             "nvidia_smi_path": fake_smi(tmp_path, (DEVICE / "compute-apps-idle.csv").read_text())}
-    with pytest.raises(FailJson) as e:
-        run(args)
-    assert "did not finish in 1 s" in e.value.args[0]["msg"] and e.value.args[0]["elapsed"] < 10
+    kind, r = run(args)
+    assert kind == "fail", r
+    assert "did not finish in 1 s" in r["msg"] and r["elapsed"] < 10
 
 
-def test_a_program_without_a_table_is_reported_with_its_stderr(tmp_path):
+def test_a_program_without_a_table_is_reported_with_its_stderr(tmp_path, run):
     bad = tmp_path / "bad.py"
     bad.write_text("import sys\nsys.stderr.write('allreduce_perf: torch is not importable\\n')\nsys.exit(2)\n")
     args = {"ngpus": 1, "command": [sys.executable, str(bad)],
             "nvidia_smi_path": fake_smi(tmp_path, (DEVICE / "compute-apps-idle.csv").read_text())}
-    with pytest.raises(FailJson) as e:
-        run(args)
-    assert "gave no all-reduce table (rc 2)" in e.value.args[0]["msg"]
-    assert "torch is not importable" in e.value.args[0]["msg"]
+    kind, r = run(args)
+    assert kind == "fail", r
+    assert "gave no all-reduce table (rc 2)" in r["msg"]
+    assert "torch is not importable" in r["msg"]
 
 
 @pytest.mark.parametrize("args, words", [
@@ -141,10 +117,10 @@ def test_a_program_without_a_table_is_reported_with_its_stderr(tmp_path):
     ({"ngpus": 8}, "give program_source"),
     ({"ngpus": 8, "program_source": "x", "python": "/nonexistent/python"}, "is not an executable python"),
 ])
-def test_bad_input_is_named_before_anything_runs(args, words):
-    with pytest.raises(FailJson) as e:
-        run(args)
-    assert words in e.value.args[0]["msg"]
+def test_bad_input_is_named_before_anything_runs(args, words, run):
+    kind, r = run(args)
+    assert kind == "fail", r
+    assert words in r["msg"]
 
 
 def test_model_config_is_found_in_the_hugging_face_cache(tmp_path):

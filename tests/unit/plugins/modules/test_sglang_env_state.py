@@ -12,7 +12,6 @@ from unittest import mock
 import pytest
 import yaml
 from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 # isort: split
 from ansible_collections.moesweep.sweep.plugins.module_utils import venv_lock as vl
@@ -27,25 +26,10 @@ PYTHON = "/usr/bin/python3.11"
 RECORDED = (FIX / "provenance.json").read_text()
 
 
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
 @pytest.fixture(autouse=True)
-def exits(monkeypatch):
-    def exit_json(self, **kw):
-        raise ExitJson(kw)
-
-    def fail_json(self, msg, **kw):
-        kw["msg"] = msg
-        raise FailJson(kw)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+def harness(monkeypatch, run_module):
+    """Every Host runs the module through the shared harness (tests/unit/plugins/conftest.py)."""
+    monkeypatch.setattr(Host, "run_module", staticmethod(run_module), raising=False)
     # The copies the tests write belong to whoever runs them.
     monkeypatch.setattr(vl, "OWNER_UID", os.getuid())
     monkeypatch.setattr(vl, "OWNER_GID", os.getgid())
@@ -116,7 +100,8 @@ class Host:
             return "/usr/bin/nvidia-smi" if self.nvidia_smi is not None else None
         return PYTHON if name in ("python3.11", "python3") else None
 
-    def run(self, check_mode=False, **args):
+    def call(self, check_mode=False, **args):
+        """(kind, result) of one module run on this host."""
         params = dict(venvs=[SERVER, CLIENT], provenance_path=str(self.provenance), lock_dir=str(self.lock_dir),
                       index_url="http://10.213.2.1:8701/simple/", trusted_hosts=["10.213.2.1"],
                       cuda_home="/usr/local/cuda-12.8", _ansible_check_mode=check_mode)
@@ -132,20 +117,20 @@ class Host:
         def get_bin_path(_module, *a, **kw):
             return self.get_bin_path(*a, **kw)
 
-        with patch_module_args(params), \
-                mock.patch.object(basic.AnsibleModule, "run_command", run_command), \
+        with mock.patch.object(basic.AnsibleModule, "run_command", run_command), \
                 mock.patch.object(basic.AnsibleModule, "get_bin_path", get_bin_path), \
                 mock.patch.object(sglang_env_state.os.path, "exists", exists):
-            try:
-                sglang_env_state.main()
-            except ExitJson as exc:
-                return exc.args[0]
-        raise AssertionError("the module did not exit")
+            return self.run_module(sglang_env_state, params)
+
+    def run(self, check_mode=False, **args):
+        kind, result = self.call(check_mode, **args)
+        assert kind == "exit", result
+        return result
 
     def fail(self, **args):
-        with pytest.raises(FailJson) as exc:
-            self.run(**args)
-        return exc.value.args[0]
+        kind, result = self.call(**args)
+        assert kind == "fail", result
+        return result
 
     def ran(self, what):
         return [c for c in self.calls if what in c]
@@ -408,11 +393,14 @@ def test_module_documentation_matches_its_argument_spec():
     ret = yaml.safe_load(sglang_env_state.RETURN)
     captured = {}
 
+    class Captured(Exception):
+        pass
+
     def fake_init(self, argument_spec, **kw):
         captured.update(argument_spec)
-        raise ExitJson({})
+        raise Captured()
 
-    with mock.patch.object(basic.AnsibleModule, "__init__", fake_init), pytest.raises(ExitJson):
+    with mock.patch.object(basic.AnsibleModule, "__init__", fake_init), pytest.raises(Captured):
         sglang_env_state.main()
     assert set(doc["options"]) == set(captured)
     for name, spec in captured.items():

@@ -313,3 +313,13 @@ def test_the_account_state_is_read_from_the_host_databases():
     assert group_exists and user["group"] == "root" and user["home"] == "/root" and existing == []
     assert sglang_unit.account_state({"user": "moesweep-no-such-user", "group": "moesweep-no-such-group",
                                       "groups": [], "home": "/"})[:2] == (False, None)
+
+
+@pytest.mark.parametrize("active, running", [("active", True), ("reloading", True), ("deactivating", False),
+                                             ("failed", False)])
+def test_running_says_whether_the_units_process_is_up(run_module, systemd, tmp_path, active, running):
+    """The server role's judge-or-restart choice reads this field (module_utils/systemd.unit_running)."""
+    s = systemd()
+    s.props["ActiveState"] = active
+    kind, res = run_module(sglang_unit, args(tmp_path))
+    assert kind == "exit" and res["running"] is running and res["status"]["ActiveState"] == active

@@ -1,5 +1,5 @@
 """sglang_unit_snapshot: the unit file, its environment file and the unit's state read in one call, exactly as they
-are, and the unit stopped without waiting only when asked, it has a unit file and it runs."""
+are; it changes nothing."""
 
 from __future__ import annotations
 
@@ -57,37 +57,47 @@ def test_reads_both_files_exactly_and_the_state_without_stopping(run_module, sys
     assert kind == "exit", res
     assert res["unit_content"] == UNIT and res["env_content"] == ENV
     assert res["active"] and res["status"]["InvocationID"] == "5c1bd2f6a9e04e8e9a0f6c1d7b3e2a10"
-    assert not res["changed"] and not res["stopped"] and [c[0] for c in s.calls] == ["show"]
+    assert not res["changed"] and "stopped" not in res and [c[0] for c in s.calls] == ["show"]
 
 
-@pytest.mark.parametrize("active", ["active", "activating", "reloading"])  # readiness.unit_running
-def test_stop_stops_a_running_unit_without_waiting(run_module, systemctl, tmp_path, active):
+@pytest.mark.parametrize("active", ["active", "activating", "reloading"])  # systemd.unit_running
+def test_a_running_unit_reads_active_and_is_left_running(run_module, systemctl, tmp_path, active):
+    """The sweep stops it (the server role's stop entry point) when its first point starts its own, and the unit is
+    active with a unit file; this read only says so."""
     s = systemctl(active=active)
     files(tmp_path)
-    kind, res = run_module(sglang_unit_snapshot, args(tmp_path, stop=True))
-    assert kind == "exit" and res["changed"] and res["stopped"] and res["active"]
-    assert s.calls[-1] == ["stop", "--no-block", "sglang.service"]
+    kind, res = run_module(sglang_unit_snapshot, args(tmp_path))
+    assert kind == "exit" and not res["changed"] and res["active"] and res["unit_content"] == UNIT
+    assert [c[0] for c in s.calls] == ["show"]
 
 
-@pytest.mark.parametrize("active, with_files", [("inactive", True), ("failed", True), ("active", False)])
-def test_stop_leaves_a_unit_that_does_not_run_or_has_no_unit_file(run_module, systemctl, tmp_path, active,
-                                                                   with_files):
+@pytest.mark.parametrize("active, with_files", [("inactive", True), ("failed", True), ("deactivating", True),
+                                                ("active", False)])
+def test_a_unit_that_does_not_run_or_has_no_unit_file_reads_so(run_module, systemctl, tmp_path, active,
+                                                                 with_files):
     s = systemctl(active=active)
     if with_files:
         files(tmp_path)
-    kind, res = run_module(sglang_unit_snapshot, args(tmp_path, stop=True))
-    assert kind == "exit" and not res["changed"] and not res["stopped"]
+    kind, res = run_module(sglang_unit_snapshot, args(tmp_path))
+    assert kind == "exit" and not res["changed"]
+    assert res["active"] is (active == "active")
     assert [c[0] for c in s.calls] == ["show"]
     if not with_files:
         assert res["unit_content"] is None and res["env_content"] is None
 
 
-def test_check_mode_predicts_the_stop_and_stops_nothing(run_module, systemctl, tmp_path):
+def test_check_mode_reads_the_same_and_changes_nothing(run_module, systemctl, tmp_path):
     s = systemctl()
     files(tmp_path)
-    kind, res = run_module(sglang_unit_snapshot, args(tmp_path, stop=True, _ansible_check_mode=True))
-    assert kind == "exit" and res["changed"] and res["unit_content"] == UNIT
+    kind, res = run_module(sglang_unit_snapshot, args(tmp_path, _ansible_check_mode=True))
+    assert kind == "exit" and not res["changed"] and res["unit_content"] == UNIT and res["active"]
     assert [c[0] for c in s.calls] == ["show"]
+
+
+def test_it_has_no_option_that_stops_the_unit(run_module, systemctl, tmp_path):
+    s = systemctl()
+    kind, res = run_module(sglang_unit_snapshot, args(tmp_path, stop=True))
+    assert kind == "fail" and "stop" in res["msg"] and s.calls == []
 
 
 def test_a_file_that_is_not_utf8_is_refused_rather_than_put_back_changed(run_module, systemctl, tmp_path):

@@ -146,68 +146,6 @@ def test_restore_choice():
     assert records.choose_restore(recs, "h", "none", 8, {}, None)["action"] == "none"
 
 
-def test_a_point_stops_its_server_early_only_when_the_next_point_surely_starts_its_own():
-    sweep = {"points": ["a", "b", "c"], "starts_server": ["a", "c"], "restore": "best", "rerun": False}
-    stop, why = records.stop_early(sweep, "b", [], "h", False)
-    assert stop and "c starts its own server" in why
-    # the next point is refused by the preflight (it starts nothing): the host keeps serving meanwhile
-    assert records.stop_early(sweep, "a", [], "h", False) == (
-        False, "the preflight refuses the next point b (it would not start a server)")
-    assert not records.stop_early(sweep, "c", [], "h", False)[0]  # the last point: the restore decides
-    assert not records.stop_early(sweep, "x", [], "h", False)[0]  # not this host's point
-    assert "asked to stop" in records.stop_early(sweep, "b", [], "h", True)[1]
-    assert "node group" in records.stop_early(sweep, "b", [], "h", False, nodes={"group": "g"})[1]
-    assert "restore=none" in records.stop_early(dict(sweep, restore="none"), "b", [], "h", False)[1]
-    # resume may skip the next point: a passing record of it on this host (another host's does not count)
-    assert "resume may skip it" in records.stop_early(sweep, "b", [_rec("c", "passed", 10.0)], "h", False)[1]
-    assert records.stop_early(sweep, "b", [_rec("c", "passed", 10.0, host="x")], "h", False)[0]
-    assert records.stop_early(sweep, "b", [_rec("c", "crashed")], "h", False)[0]
-    assert records.stop_early(dict(sweep, rerun=True), "b", [_rec("c", "passed", 10.0)], "h", False)[0]
-
-
-def test_the_last_point_stops_its_server_early_only_when_the_restore_puts_back_another():
-    sweep = {"points": ["a", "b", "c"], "starts_server": ["a", "b", "c"], "restore": "best", "rerun": False,
-             "reference_concurrency": 8}
-    recs = [_rec("a", "passed", 150.0), _rec("b", "passed", 100.0)]
-    stop, why = records.stop_for_restore(sweep, "c", recs + [_rec("c", "passed", 120.0)], "h", False)
-    assert stop and "the restore puts back a" in why
-    # the last point is the best: the restore keeps it running
-    assert records.stop_for_restore(sweep, "c", recs + [_rec("c", "passed", 200.0)], "h", False) == (
-        False, "c is the best point: the restore keeps it running")
-    # nothing passed: the restore may put back what ran before the sweep, or leave the host as it is
-    assert "no point passed" in records.stop_for_restore(sweep, "c", [_rec("c", "crashed")], "h", False)[1]
-    # another host's records do not count
-    assert not records.stop_for_restore(sweep, "c", [_rec("a", "passed", 150.0, host="x"), _rec("c", "passed", 1.0)],
-                                        "h", False)[0]
-    assert "not the last point" in records.stop_for_restore(sweep, "b", recs, "h", False)[1]
-    assert "restore=previous" in records.stop_for_restore(dict(sweep, restore="previous"), "c", recs, "h", False)[1]
-    assert "restore=none" in records.stop_for_restore(dict(sweep, restore="none"), "c", recs, "h", False)[1]
-    assert "asked to stop" in records.stop_for_restore(sweep, "c", recs, "h", True)[1]
-    assert "node group" in records.stop_for_restore(sweep, "c", recs, "h", False, nodes={"group": "g"})[1]
-    # what the restore then does: neither stop it again nor keep it
-    assert not records.restore_stops_first({"action": "point", "point": "a"}, "c", running_stopped=True)
-    assert not records.restore_keeps_running({"action": "point", "point": "c"}, "c", running_stopped=True)
-
-
-def test_the_restore_stops_the_running_server_first_only_when_it_puts_back_another_point():
-    assert records.restore_stops_first({"action": "point", "point": "a"}, "c")
-    assert not records.restore_stops_first({"action": "point", "point": "c"}, "c")
-    assert not records.restore_stops_first({"action": "point", "point": "a"}, "")
-    assert not records.restore_stops_first({"action": "previous", "point": None}, "c")
-    assert not records.restore_stops_first({"action": "none", "point": None}, "c")
-    assert not records.restore_stops_first({"action": "point", "point": "a"}, "c", nodes={"group": "g"})
-
-
-def test_the_restore_only_judges_the_server_when_the_best_point_is_the_one_running():
-    assert records.restore_keeps_running({"action": "point", "point": "c"}, "c")
-    assert not records.restore_keeps_running({"action": "point", "point": "a"}, "c")
-    assert not records.restore_keeps_running({"action": "point", "point": "c"}, "")
-    assert not records.restore_keeps_running({"action": "previous", "point": None}, "c")
-    assert not records.restore_keeps_running({"action": "none", "point": None}, "c")
-    # a node group's ranks are judged together by the server role
-    assert not records.restore_keeps_running({"action": "point", "point": "c"}, "c", nodes={"group": "g"})
-
-
 def test_restore_record_status():
     assert records.build_restore_record({"action": "point", "readiness": READY})["status"] == "passed"
     failed = records.build_restore_record({"action": "point", "readiness": {"state": "crashed", "cause": "oom"}})
@@ -258,20 +196,6 @@ def test_spread_by_facts_groups_identical_hosts():
 def test_a_host_the_spread_gave_no_point_is_left_alone():
     choice = records.choose_restore([], "h5", "best", 8, {"unit": True, "active": True}, [])
     assert choice["action"] == "none" and "no point" in choice["reason"]
-
-
-def test_the_server_before_the_sweep_is_stopped_at_once_only_when_the_first_point_starts_its_own():
-    sweep = {"points": ["a", "b"], "starts_server": ["a"], "restore": "best", "rerun": False}
-    stop, why = records.stop_before_sweep(sweep, [], "h", False)
-    assert stop and why == ("the next point a starts its own server: the server that runs before the sweep is "
-                            "stopped now, its drain overlapping")
-    # the first point is refused: the host keeps serving while the sweep goes on to the next point
-    assert not records.stop_before_sweep(dict(sweep, starts_server=["b"]), [], "h", False)[0]
-    assert not records.stop_before_sweep(dict(sweep, points=[]), [], "h", False)[0]
-    assert "resume may skip it" in records.stop_before_sweep(sweep, [_rec("a", "passed", 10.0)], "h", False)[1]
-    assert "restore=none" in records.stop_before_sweep(dict(sweep, restore="none"), [], "h", False)[1]
-    assert "node group" in records.stop_before_sweep(sweep, [], "h", False, nodes={"group": "g"})[1]
-    assert "asked to stop" in records.stop_before_sweep(sweep, [], "h", True)[1]
 
 
 @pytest.mark.parametrize("action,result,stage", [
