@@ -295,3 +295,85 @@ def load_matrix_file(text, source="matrix file"):
     if not isinstance(data, dict) or "matrix" not in data:
         raise MatrixError("%s has no top-level 'matrix' key: write it as a vars file, e.g. %s" % (source, EXAMPLE))
     return data["matrix"]
+
+
+def estimate(earlier, host, to_run):
+    """(seconds or None, basis): the time ``to_run`` cells take, from the median time of the points this host started
+    before (``earlier``: its records of every sweep in the results directory, refused points left out: they start
+    nothing)."""
+    times = sorted(float(r["seconds"]) for r in earlier
+                   if r.get("kind") == "point" and r.get("host") == host and r.get("status") != "refused"
+                   and isinstance(r.get("seconds"), (int, float)) and not isinstance(r.get("seconds"), bool)
+                   and r["seconds"] > 0)
+    if not times:
+        return None, "no earlier record of %s started a point: no estimate" % host
+    mid = len(times) // 2
+    median = times[mid] if len(times) % 2 else (times[mid - 1] + times[mid]) / 2.0
+    return round(median * to_run, 1), "%d cell(s) x the median %.0f s of %d point(s) %s started before" % (
+        to_run, median, len(times), host)
+
+
+def plan_summary(expanded, points, verdicts, earlier, host, sweep_records=(), rerun=False):
+    """What the plan says of a matrix before the first restart. ``points``: this host's cells; ``verdicts``:
+    {cell: preflight result} (``preflight.run_preflight``); ``earlier``: the host's records in the results directory;
+    ``sweep_records``: this sweep's own (a resumed matrix skips the cells that passed). Returns {cells, axes, zip,
+    excluded, refused: [{cell, verdict, reasons, citations}], passed_before, to_run, estimate_s, estimate_basis,
+    lines}."""
+    refused, to_run, passed_before = [], [], []
+    passed = {r.get("point") for r in sweep_records
+              if r.get("kind") == "point" and r.get("host") == host and r.get("status") == "passed"}
+    for name in points:
+        result = verdicts.get(name) or {}
+        if result.get("refused"):
+            decisive = _decisive(result.get("reasons"))
+            cited = [url for r in decisive if isinstance(r, dict) for url in r.get("citations") or []]
+            refused.append({"cell": name, "verdict": result.get("verdict") or "refused",
+                            "reasons": [_reason_text(r) for r in decisive] or
+                            [str(result.get("msg") or "").split("\n")[0]],
+                            "citations": list(dict.fromkeys(cited or result.get("citations") or []))})
+        elif name in passed and not rerun:
+            passed_before.append(name)
+        else:
+            to_run.append(name)
+    seconds, basis = estimate(earlier, host, len(to_run))
+    summary = {"cells": {c["name"]: c["axes"] for c in expanded["cells"]}, "axes": expanded["axes"],
+               "zip": expanded["zip"], "excluded": list(expanded["excluded"]), "refused": refused,
+               "passed_before": passed_before, "to_run": to_run, "estimate_s": seconds, "estimate_basis": basis}
+    summary["lines"] = plan_lines(summary, host)
+    return summary
+
+
+def _decisive(reasons):
+    """The findings that refuse (the knowledge base's unsupported ones), else every finding given."""
+    reasons = list(reasons or [])
+    refusing = [r for r in reasons if isinstance(r, dict) and r.get("status") == "unsupported"]
+    return refusing or reasons
+
+
+def _reason_text(reason):
+    if isinstance(reason, dict):
+        text = str(reason.get("reason") or reason.get("rule") or reason)
+        return "%s (%s)" % (text, reason["rule"]) if reason.get("rule") else text
+    return str(reason)
+
+
+def plan_lines(summary, host):
+    """The plan as lines a person reads before the first restart."""
+    axes = "; ".join("%s: %s" % (name, _values_text(values)) for name, values in summary["axes"])
+    lines = ["matrix on %s: %d cell(s) of %s%s" % (
+        host, len(summary["cells"]), axes,
+        " (%d excluded)" % len(summary["excluded"]) if summary["excluded"] else "")]
+    lines.append("refused by the preflight, never started: %d" % len(summary["refused"]))
+    for item in summary["refused"]:
+        lines.append("  %s: %s%s" % (item["cell"], "; ".join(item["reasons"]),
+                                     " [%s]" % ", ".join(item["citations"][:2]) if item["citations"] else ""))
+    if summary["passed_before"]:
+        lines.append("passed before with this sweep (resume skips them when unchanged): %s"
+                     % ", ".join(summary["passed_before"]))
+    lines.append("to run: %d%s" % (len(summary["to_run"]),
+                                   ": " + ", ".join(summary["to_run"]) if summary["to_run"] else ""))
+    if summary["estimate_s"] is not None:
+        lines.append("estimated time: %.0f min (%s)" % (summary["estimate_s"] / 60.0, summary["estimate_basis"]))
+    else:
+        lines.append("estimated time: none (%s)" % summary["estimate_basis"])
+    return lines
