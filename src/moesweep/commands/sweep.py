@@ -323,6 +323,9 @@ def report(args, result, failures) -> int:
     recs = [p.record for p in points] + [r.record for r in result.restores]
     if recs:
         print(summary.render_text(summary.summary_rows(recs)))
+        effects = summary.matrix_effects(recs)
+        if effects:
+            print(summary.render_matrix_text(effects))
     for r in restores:
         print(f"{r.host}: left on {r.point or r.action} ({r.status}): {r.reason}")
     for host in unreachable:
