@@ -125,3 +125,11 @@ def test_load_matrix_file_wants_the_vars_file_form():
     assert mx.load_matrix_file("matrix:\n  axes:\n    tp-size: [8]\n") == {"axes": {"tp-size": [8]}}
     with pytest.raises(mx.MatrixError, match="no top-level 'matrix' key"):
         mx.load_matrix_file("axes: {tp-size: [8]}\n")
+
+
+def test_the_example_matrix_expands_on_both_pinned_versions():
+    from helpers.paths import REPO
+
+    example = mx.load_matrix_file((REPO / "examples" / "matrix.yml").read_text(), "examples/matrix.yml")
+    for schema in (S9, S23):
+        assert len(mx.expand(example, schema)["cells"]) == 12
