@@ -46,9 +46,14 @@ def test_a_matrix_plans_refuses_runs_records_its_axes_and_resumes(bench_cluster,
         else:
             assert rec["status"] == "passed", (name, rec.get("cause"), rec.get("failed_msg"))
             assert "--fp8-gemm-backend " + rec["axes"]["fp8-gemm-backend"] in rec["launch"]["command_line"]
-    # resumed: the cells that passed are skipped, only the refused ones are recorded again
+    # resumed: the cells that passed are skipped (their record written again, marked resumed, nothing started);
+    # the refused ones are judged and recorded again
     again = bench_cluster.playbook("sweep.yml", "-e", f"@{settings}", check=False)
     assert "passed before with this sweep" in again.stdout
     new = records(results)[len(recs):]
-    assert sorted(r["point"] for r in new) == ["flashinfer_trtllm.flashinfer.cutlass",
-                                              "flashinfer_trtllm.flashinfer.triton"]
+    started = sorted(r["point"] for r in new if not r.get("resumed"))
+    assert started == ["flashinfer_trtllm.flashinfer.cutlass", "flashinfer_trtllm.flashinfer.triton"], started
+    resumed = [r for r in new if r.get("resumed")]
+    assert sorted(r["point"] for r in resumed) == ["flashinfer_cutlass.flashinfer.cutlass",
+                                                   "flashinfer_cutlass.flashinfer.triton"]
+    assert all(r["started"] == by_point[r["point"]]["started"] for r in resumed)
