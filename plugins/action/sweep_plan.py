@@ -11,6 +11,7 @@ from ansible_collections.moesweep.sweep.plugins.plugin_utils import (
     accuracy,
     action_args,
     launch,
+    matrix,
     nodes,
     preflight,
     records,
@@ -19,6 +20,8 @@ from ansible_collections.moesweep.sweep.plugins.plugin_utils import (
 ARGUMENT_SPEC = dict(
     backend=dict(type="raw"),
     backends=dict(type="raw"),
+    # a launch matrix (plugin_utils/matrix.py): its cells are the points
+    matrix=dict(type="raw"),
     restore=dict(type="str", default="best"),
     reference_concurrency=dict(type="int"),
     concurrency=dict(type="list", elements="int", default=[1, 8, 32, 64]),
@@ -81,7 +84,14 @@ def check_bench(settings):
 
 def plan(args):
     """The sweep plan, or PlanError naming the problem."""
-    points = records.parse_points(args.get("backend"), args.get("backends"))
+    matrix_in = args.get("matrix")
+    if matrix_in in (None, "", {}):
+        points = records.parse_points(args.get("backend"), args.get("backends"))
+    elif args.get("backend") not in (None, "") or args.get("backends") not in (None, "", []):
+        raise records.PlanError("give either a matrix (-e @matrix.yml) or -e backend / -e backends, not both: a "
+                                "matrix's cells are its points (add moe-runner-backend as one of its axes)")
+    else:
+        points = []
     requested = points if points == "compatible" else list(points)
     records.check_numbers(args.get("numbers"))
     concurrency = args["concurrency"]
@@ -98,6 +108,15 @@ def plan(args):
     except (launch.LaunchError, OSError, ValueError) as exc:
         raise records.PlanError(str(exc)) from exc
     overlays = args.get("backends_overlays") or {}
+    expanded = None
+    if matrix_in not in (None, "", {}):
+        try:
+            expanded = matrix.expand(matrix_in, launch.schema_for(version))
+        except matrix.MatrixError as exc:
+            raise records.PlanError("the matrix: %s" % exc) from exc
+        # each cell is a point whose overlay the server role applies, like any entry of sglang_server_backends
+        overlays = dict(overlays, **{cell["name"]: cell["overlay"] for cell in expanded["cells"]})
+        points = requested = [cell["name"] for cell in expanded["cells"]]
     roles = node_roles(args.get("node_inputs"))
     if roles and str(args["spread"]).lower() not in ("false", "no", "0"):
         raise records.PlanError("spread=%s deals points to hosts one by one, but %s is a node of group %s, which "
@@ -109,6 +128,7 @@ def plan(args):
         facts = ((args.get("host_inputs") or {}).get(roles["record_host"]) or {}).get("gpu_facts") or facts
 
     verdicts = {}  # one preflight per backend: backends=compatible and starts_server ask the same
+    details = {}  # the preflight's result of each point asked (a matrix's plan names the refused cells' reasons)
 
     def accepts(choice):
         if choice in verdicts:
@@ -121,6 +141,7 @@ def plan(args):
             "gpu_facts": facts, "kb_path": args.get("kb_path")})
         verdicts[choice] = (not failed and result.get("verdict") in ("supported", "caveat"),
                             result.get("verdict") or "refused")
+        details[choice] = dict(result, refused=not verdicts[choice][0])
         return verdicts[choice]
 
     if points == "compatible":
@@ -149,13 +170,36 @@ def plan(args):
     # which of this host's points start a server when they run: a point ending before one of them stops its server
     # at once (plugin_utils/schedule.py). force=true runs refused points too; a node group never stops early.
     starts = [] if roles else [p for p in mine if args.get("force") or accepts(p)[0]]
-    return {"starts_server": starts,
+    summary = None
+    if expanded is not None:
+        for point in mine:
+            accepts(point)
+        sweep_dir = os.path.join(results_dir, sweep_id)
+        summary = matrix.plan_summary(
+            expanded, mine, {} if args.get("force") else details,
+            earlier_records(results_dir, args.get("host")), args.get("host") or "localhost",
+            records.read_points(os.path.join(sweep_dir, records.POINTS_FILE)), bool(args["rerun"]))
+    return {"starts_server": starts, "overlays": overlays, "matrix": summary,
             "sweep_id": sweep_id, "results_dir": results_dir, "dir": os.path.join(results_dir, sweep_id),
             "stop_file": os.path.join(results_dir, sweep_id, records.STOP_FILE), "points": mine,
             "all_points": points, "spread": str(args["spread"]).lower(), "spread_group": group,
             "restore": args["restore"], "reference_concurrency": reference, "concurrency": list(concurrency),
             "rerun": bool(args["rerun"]), "sglang_version": version, "created": records.now_iso(),
             "nodes": roles, "accuracy": accuracy_settings}
+
+
+def earlier_records(results_dir, host):
+    """The point records of ``host`` in every sweep of the results directory (the matrix plan's time estimate)."""
+    found = []
+    try:
+        names = sorted(os.listdir(results_dir))
+    except OSError:
+        return found
+    for name in names:
+        path = os.path.join(results_dir, name, records.POINTS_FILE)
+        if os.path.isfile(path):
+            found.extend(r for r in records.read_points(path) if r.get("host") == host)
+    return found
 
 
 def spread(points, args):
@@ -196,6 +240,9 @@ class ActionModule(ActionBase):
             sweep = plan(params)
         except records.PlanError as exc:
             return {"failed": True, "changed": False, "msg": "sweep refused before any point ran: %s" % exc}
+        if sweep.get("matrix"):
+            return {"changed": False, "moesweep_sweep": sweep, "ansible_facts": {"moesweep_sweep": sweep},
+                    "msg": "\n".join(["sweep %s -> %s" % (sweep["sweep_id"], sweep["dir"])] + sweep["matrix"]["lines"])}
         return {"changed": False, "moesweep_sweep": sweep, "ansible_facts": {"moesweep_sweep": sweep},
                 "msg": "sweep %s: %d point(s) %s -> %s" % (sweep["sweep_id"], len(sweep["points"]),
                                                            ", ".join(sweep["points"]), sweep["dir"])}

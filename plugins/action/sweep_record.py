@@ -266,7 +266,8 @@ class ActionModule(ActionBase):
                    failed_task=a["failed_task"], failed_msg=(a["failed_result"] or {}).get("msg"),
                    bench_settings=a["bench_settings"], reference_concurrency=sweep.get("reference_concurrency"),
                    unit_sha256=None, artifacts=[], nodes=a["nodes"], interconnect=a["interconnect"],
-                   model=a["model"])
+                   model=a["model"],
+                   axes=((sweep.get("matrix") or {}).get("cells") or {}).get(a["point"]))
         artifacts = {}
         files = dict(a["files"] or {})
         if (files or a["invocation_id"]) and not self._task.check_mode:

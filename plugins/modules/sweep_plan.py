@@ -34,6 +34,18 @@ options:
   backends:
     description: The sweep points, in order (a list, a comma-separated string, or V(compatible)).
     type: raw
+  matrix:
+    description:
+      - A launch matrix instead of O(backend) / O(backends) - C(axes) (any sglang option by name without its dashes,
+        or C(env:NAME), each with a list of values), optional C(zip) (lists of axes whose i-th values go together)
+        and C(exclude) (rules, each a mapping axis -> value or values, dropping the cells that match every one).
+      - Checked against the host's sglang version's real flag schema before any point runs (an unknown option, a
+        value outside its choices, an empty axis, a duplicate cell, an exclude rule naming no axis are refused,
+        naming the fix). Each cell becomes a point named by its values (for example
+        V(flashinfer_cutlass.flashinfer.cutlass)), its overlay (its flags and C(environment)) added to
+        O(backends_overlays); every cell is judged by the preflight here, and the plan lists the refused cells
+        with their reasons, the cells to run and an estimated time from the host's earlier records.
+    type: raw
   restore:
     description:
       - What to leave the host on at the end - V(best) (the best point that passed, else the configuration before
@@ -184,6 +196,18 @@ EXAMPLES = r"""
     host: "{{ inventory_hostname }}"
     host_inputs: "{{ dict(ansible_play_hosts | zip(ansible_play_hosts | map('extract', hostvars, 'moesweep_sweep_inputs'))) }}"
     gpu_facts: "{{ ansible_facts.moesweep_gpu }}"
+
+- name: Plan a launch matrix (MoE runner x attention backend x fp8 GEMM backend), each cell a point
+  moesweep.sweep.sweep_plan:
+    matrix:
+      axes:
+        moe-runner-backend: [flashinfer_cutlass, flashinfer_trtllm, triton]
+        attention-backend: [flashinfer, trtllm_mla]
+        fp8-gemm-backend: [cutlass, deep_gemm]
+      exclude:
+        - {moe-runner-backend: triton, attention-backend: trtllm_mla}
+    results_dir: "{{ playbook_dir }}/../results"
+    gpu_facts: "{{ ansible_facts.moesweep_gpu }}"
 """
 
 RETURN = r"""
@@ -198,7 +222,11 @@ moesweep_sweep:
       ends before one of them stops its server at once, see M(moesweep.sweep.sweep_record)) and C(nodes) (on a
       node of O(nodes_group) - C(group), C(members), C(record_host), C(recorder), and C(error) when the group
       cannot serve; empty otherwise), C(accuracy) (the accuracy stage's settings, resolved - C(enabled),
-      C(questions), C(shots), C(threshold), C(threshold_source), C(reference), C(alpha)).
+      C(questions), C(shots), C(threshold), C(threshold_source), C(reference), C(alpha)), C(overlays) (the
+      overlays the points run with - O(backends_overlays) and a matrix's cells), C(matrix) (with O(matrix) -
+      C(cells) (each cell's axes), C(axes), C(zip), C(excluded), C(refused) (C(cell), C(verdict), C(reasons),
+      C(citations)), C(passed_before), C(to_run), C(estimate_s), C(estimate_basis), C(lines) (the plan as text);
+      null otherwise).
   returned: success
   type: dict
   sample: {"sweep_id": "sweep-3f2a9c1b0d4e", "points": ["flashinfer_cutlass", "triton"], "restore": "best"}

@@ -22,6 +22,7 @@ import hashlib
 import json
 import shlex
 
+from ansible_collections.moesweep.sweep.plugins.module_utils import secrets
 from ansible_collections.moesweep.sweep.plugins.plugin_utils import nodes, sglang_flags
 
 API_KEY_ENV = "SGLANG_API_KEY"
@@ -89,8 +90,9 @@ def merge_flags(flags, overlays, backend, extra_flags, choices):
             % (backend, " (did you mean %r?)" % close[0] if close else "", ", ".join(sorted(overlays)) or "none",
                ", ".join(choices)))
     overlay = overlay or {}
-    if not isinstance(overlay, dict) or set(overlay) - {"flags", "remove"}:
-        raise LaunchError("overlay %r must be a mapping with 'flags' and/or 'remove', got %r" % (backend, overlay))
+    if not isinstance(overlay, dict) or set(overlay) - {"flags", "remove", "environment"}:
+        raise LaunchError("overlay %r must be a mapping with 'flags', 'remove' and/or 'environment', got %r"
+                          % (backend, overlay))
     remove = {_name(k) for k in overlay.get("remove") or []}
     out = {}
     for key, value in flags.items():
@@ -178,6 +180,26 @@ def version_flags(by_version, version):
     return chosen
 
 
+def overlay_environment(env, overlay):
+    """The unit's environment with a point's overlay ``environment`` over it (a launch matrix's env:NAME axes): a
+    value sets the variable, null unsets it. Secret-looking names are refused (the overlay is shown and recorded)."""
+    extra = (overlay or {}).get("environment") if isinstance(overlay, dict) else None
+    if extra in (None, {}):
+        return env
+    if not isinstance(extra, dict):
+        raise LaunchError("an overlay's environment must map a variable name to its value, got %r" % (extra,))
+    out = dict(env)
+    for key, value in extra.items():
+        if secrets.is_secret_name(key):
+            raise LaunchError("an overlay sets %s, which looks like a secret: overlays are shown and recorded; put it "
+                              "in sglang_server_environment from a vault" % key)
+        if value is None:
+            out.pop(str(key), None)
+        else:
+            out[str(key)] = str(value)
+    return out
+
+
 def _canonical(schema, flags):
     """A flag dict with each abbreviation written as the option it stands for (sglang_flags.canonical_flags): the
     unit carries ``--tp-size`` for ``tp``, and a later sglang that adds another ``--tp...`` option cannot make the
@@ -247,6 +269,7 @@ def plan(inputs):
     env = {}
     for key, value in (inputs.get("environment") or {}).items():
         env[str(key)] = "" if value is None else str(value)
+    env = overlay_environment(env, (inputs.get("backends") or {}).get(inputs.get("backend")))
     home = inputs.get("home")
     if home:
         # flashinfer / triton / sglang JIT caches under a writable HOME that persists across restarts

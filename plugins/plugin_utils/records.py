@@ -472,6 +472,9 @@ def build_point_record(ctx):
     }
     if not benchmark:
         record["benchmark"] = {"settings": ctx.get("bench_settings") or {}}
+    if ctx.get("axes"):
+        # a launch matrix's cell: its value of every axis (plugin_utils/matrix.py), what the report groups by
+        record["axes"] = dict(ctx["axes"])
     measured = ctx.get("interconnect") or {}
     if measured:
         keys = ("key", "environment_text", "ranks", "nccl_version", "model", "measured")

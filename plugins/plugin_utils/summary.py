@@ -1097,3 +1097,98 @@ def render_text(rows, reason_limit=48):
         lines += ["", "== %s ==" % heading]
         lines += _text_table([n for n, _f in cols], [[f(r) for _n, f in cols] for r in group])
     return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------------------------------
+# A launch matrix (plugin_utils/matrix.py): the records of its cells carry ``axes``
+
+
+def matrix_effects(records, reference_concurrency=None):
+    """What each axis of a launch matrix does, from its cells' records (latest of each); None without any.
+
+    {reference_concurrency, axes: [{axis, values: [{value, cells, passed, best_tok_s, best_cell, failures:
+    {status: [{cell, line}]}}]}], table: {rows_axis, cols_axis, rows, cols, cells: {row: {col: tok_s}}} (the
+    first two axes; the best figure of each pair), best: {cell, tok_s, command_line, axes}}."""
+    cells = [r for r in point_records(records) if r.get("axes")]
+    if not cells:
+        return None
+    reference = _resolve_reference(cells, reference_concurrency)
+    order = []
+    for record in cells:
+        for axis in record["axes"]:
+            if axis not in order:
+                order.append(axis)
+
+    def figure(record):
+        if record.get("status") != "passed" or reference is None:
+            return None
+        return _num(ok_figure(record, reference, "output_throughput"))
+
+    def text(value):
+        return json.dumps(value) if not isinstance(value, str) else value
+
+    axes = []
+    for axis in order:
+        values = []
+        for value in dict.fromkeys(text(r["axes"].get(axis)) for r in cells):
+            group = [r for r in cells if text(r["axes"].get(axis)) == value]
+            scored = [(figure(r), r) for r in group if figure(r) is not None]
+            top = max(scored, key=lambda fr: fr[0]) if scored else (None, None)
+            failures = {}
+            for r in group:
+                if r.get("status") != "passed":
+                    failures.setdefault(r.get("status") or "failed", []).append(
+                        {"cell": r.get("point"), "line": decisive(r)})
+            values.append({"value": value, "cells": len(group),
+                           "passed": sum(1 for r in group if r.get("status") == "passed"),
+                           "best_tok_s": top[0], "best_cell": (top[1] or {}).get("point"), "failures": failures})
+        axes.append({"axis": axis, "values": values})
+    table = None
+    if len(order) >= 2:
+        rows_axis, cols_axis = order[0], order[1]
+        rows = [v["value"] for v in axes[0]["values"]]
+        cols = [v["value"] for v in axes[1]["values"]]
+        grid = {row: {col: None for col in cols} for row in rows}
+        for r in cells:
+            f = figure(r)
+            row, col = text(r["axes"].get(rows_axis)), text(r["axes"].get(cols_axis))
+            if f is not None and (grid[row][col] is None or f > grid[row][col]):
+                grid[row][col] = f
+        table = {"rows_axis": rows_axis, "cols_axis": cols_axis, "rows": rows, "cols": cols, "cells": grid}
+    best = best_point(cells, reference) if reference is not None else None
+    return {"reference_concurrency": reference, "axes": axes, "table": table,
+            "best": {"cell": best.get("point"), "tok_s": figure(best), "axes": best.get("axes"),
+                     "command_line": (best.get("launch") or {}).get("command_line")} if best else None}
+
+
+def render_matrix_text(effects, reason_limit=100):
+    """The matrix's effects as text: per axis the best figure of each value and its failures grouped by status
+    with the decisive line, the two-axis table, the best cell and its launch line."""
+    if not effects:
+        return ""
+    ref = effects["reference_concurrency"]
+    out = ["Launch matrix: the effect of each axis (best output tok/s at c%s per value)" % ref]
+    for axis in effects["axes"]:
+        out.append("  %s" % axis["axis"])
+        for v in axis["values"]:
+            out.append("    %-28s %8s  %d/%d passed%s" % (
+                v["value"], fmt_number(v["best_tok_s"]), v["passed"], v["cells"],
+                "  best: %s" % v["best_cell"] if v["best_cell"] else ""))
+            for status, items in sorted(v["failures"].items()):
+                line = next((i["line"] for i in items if i["line"]), "")
+                out.append("      %s in %d cell(s): %s" % (status, len(items), _clip(line or "-", reason_limit)))
+    table = effects["table"]
+    if table:
+        header = ["%s \\ %s" % (table["rows_axis"], table["cols_axis"])] + table["cols"]
+        body = [[row] + [fmt_number(table["cells"][row][col]) for col in table["cols"]] for row in table["rows"]]
+        out.append("")
+        out.extend(_text_table(header, body))
+    best = effects["best"]
+    out.append("")
+    if best:
+        out.append("Best cell: %s (%s output tok/s at c%s)" % (best["cell"], fmt_number(best["tok_s"]), ref))
+        if best.get("command_line"):
+            out.append("  " + best["command_line"])
+    else:
+        out.append("Best cell: none passed with a figure at c%s" % ref)
+    return "\n".join(out)

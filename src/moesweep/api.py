@@ -30,6 +30,7 @@ import moesweep._collection  # noqa: F401  (puts the in-repo collection on sys.p
 
 # isort: split
 from ansible_collections.moesweep.sweep.plugins.module_utils import secrets
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import matrix as _matrix
 from ansible_collections.moesweep.sweep.plugins.plugin_utils import records as _records
 
 from moesweep._collection import REPO_ROOT
@@ -105,6 +106,8 @@ class PointResult:
     # the accuracy stage: sglang's few-shot GSM8K share of correct answers and its verdict (ok, bad_accuracy, ...)
     accuracy: float | None = None
     accuracy_state: str | None = None
+    # a launch matrix's cell: its value of each axis (empty for a point of -e backends)
+    axes: dict = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -128,7 +131,7 @@ class PointResult:
                    levels=[Level.from_record(lv) for lv in ((rec.get("benchmark") or {}).get("levels") or [])],
                    decisive_line=readiness.get("decisive_line") or rec.get("failed_msg"), record=rec,
                    accuracy=(rec.get("accuracy") or {}).get("accuracy"),
-                   accuracy_state=(rec.get("accuracy") or {}).get("state"))
+                   accuracy_state=(rec.get("accuracy") or {}).get("state"), axes=dict(rec.get("axes") or {}))
 
 
 @dataclass
@@ -472,18 +475,43 @@ def _quote(word: str) -> str:
     return shlex.quote(str(word))
 
 
-def iter_sweep(inventory, backends, *, results_dir: str | os.PathLike = "results", sweep_id: str | None = None,
+def load_matrix(matrix) -> dict:
+    """A launch matrix from a dict (the matrix itself, or a vars file's ``{matrix: ...}``) or the path of the vars
+    file ``sweep.yml -e @FILE`` takes, its structure checked by the one validator (plugin_utils/matrix.py; its flags
+    and values are checked against the host's sglang version when the sweep plans), or MoesweepError."""
+    try:
+        if isinstance(matrix, (str, os.PathLike)):
+            path = Path(matrix)
+            if not path.is_file():
+                raise MoesweepError(f"matrix file {path}: no such file; give a YAML file with a top-level 'matrix' key")
+            matrix = _matrix.load_matrix_file(path.read_text(encoding="utf-8"), source=str(path))
+        elif isinstance(matrix, dict) and set(matrix) == {"matrix"}:
+            matrix = matrix["matrix"]
+        _matrix.check_matrix(matrix)
+    except _matrix.MatrixError as exc:
+        raise MoesweepError(f"the matrix: {exc}") from exc
+    return matrix
+
+
+def iter_sweep(inventory, backends=None, *, matrix=None, results_dir: str | os.PathLike = "results",
+               sweep_id: str | None = None,
                resume: bool = True, rerun: bool = False, limit: str | None = None, restore: str = "best",
                extra_vars_files: list | None = None, vault_password_file: str | None = None,
                stop_after_step: Callable[[], bool] | None = None, cancel: Callable[[], bool] | None = None,
                **variables) -> Iterator[Event]:
     """Run a sweep and yield its events as they happen; the last event is ``done`` with the SweepResult in
     ``detail['result']``. ``stop_after_step()`` returning True asks the sweep to stop after the current step
-    (the point is recorded ``interrupted`` and the host restored); ``cancel()`` stops at once."""
+    (the point is recorded ``interrupted`` and the host restored); ``cancel()`` stops at once. ``matrix``: a launch
+    matrix instead of ``backends`` (``load_matrix``), each cell a point."""
+    if matrix is not None:
+        if backends:
+            raise MoesweepError("give either backends or a matrix, not both: a matrix's cells are its points (add "
+                                "moe-runner-backend as one of its axes)")
+        matrix = load_matrix(matrix)
     if isinstance(backends, str):
         backends = [b for b in backends.split(",") if b]
-    if backends != "compatible" and not backends:
-        raise MoesweepError("no backends: give at least one, e.g. ['flashinfer_cutlass']")
+    if matrix is None and backends != "compatible" and not backends:
+        raise MoesweepError("no backends: give at least one, e.g. ['flashinfer_cutlass'], or a matrix")
     results_dir = Path(results_dir).resolve()
     if results_dir.exists() and not results_dir.is_dir():
         raise MoesweepError(f"results directory {results_dir} is a file: give a directory")
@@ -491,7 +519,10 @@ def iter_sweep(inventory, backends, *, results_dir: str | os.PathLike = "results
         raise MoesweepError(f"sweep {sweep_id} already exists in {results_dir}: choose another sweep_id, or "
                             "resume it (resume=True / moesweep sweep --resume)")
     extravars = {"results_dir": str(results_dir), "restore": restore, "rerun": rerun, **variables}
-    extravars["backends"] = backends
+    if matrix is not None:
+        extravars["matrix"] = matrix
+    else:
+        extravars["backends"] = backends
     if sweep_id:
         extravars["sweep_id"] = sweep_id
     q: queue.Queue = queue.Queue()
@@ -561,8 +592,9 @@ def iter_sweep(inventory, backends, *, results_dir: str | os.PathLike = "results
     yield Event("done", detail={"result": result, "rc": run.rc, "status": run.status})
 
 
-def sweep(inventory, backends, **kwargs) -> SweepResult:
-    """Run a sweep and return its typed result (see iter_sweep for the arguments)."""
+def sweep(inventory, backends=None, **kwargs) -> SweepResult:
+    """Run a sweep and return its typed result (see iter_sweep for the arguments; ``matrix=`` sweeps a launch
+    matrix)."""
     result = None
     for event in iter_sweep(inventory, backends, **kwargs):
         if event.kind == "done":

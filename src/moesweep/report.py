@@ -733,6 +733,10 @@ def render_markdown(records, rows, plots, reference, skipped=()):
         lines += ["Benchmark: " + text, ""]
     lines += ["## Comparison", ""]
     lines.append(summary.render_markdown(rows).replace("\n## ", "\n### "))
+    effects = summary.matrix_effects(records, reference)
+    if effects:
+        # a launch matrix: each axis's effect, its failures by value, the two-axis table, the best cell's launch
+        lines += ["## Launch matrix", "", "```", summary.render_matrix_text(effects), "```", ""]
     if plots or skipped:
         lines += ["## Plots", ""]
         for name, title, _kind, _png, caption in plots:

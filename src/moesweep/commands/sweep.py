@@ -34,6 +34,10 @@ def register(sub) -> None:
     )
     p.add_argument("--backends", action="append", default=[], metavar="A,B,C",
                    help="backends in order (comma separated, or 'compatible': every backend the preflight accepts)")
+    p.add_argument("--matrix", type=Path, default=None, metavar="FILE",
+                   help="a launch matrix instead of --backends: a YAML file with a top-level 'matrix' key (axes of "
+                        "sglang flags or env:NAME with their values, optional zip and exclude), the file "
+                        "ansible-playbook sweep.yml -e @FILE takes; each cell is a point")
     p.add_argument("-i", "--inventory", default=None,
                    help="inventory (default: ansible.cfg's, inventory/sim.yml for the simulated host)")
     p.add_argument("--limit", default=None, help="host pattern")
@@ -132,6 +136,12 @@ class Progress:
                           row.get("level") or "", row.get("status") or "")
         return table
 
+    def _say(self, text):
+        if self.console is not None:
+            self.console.print(text, markup=False, highlight=False)
+        else:
+            self._line(text)
+
     def _line(self, text):
         print(time.strftime("%H:%M:%S ") + text, file=sys.stderr, flush=True)
 
@@ -139,6 +149,9 @@ class Progress:
         key = (event.host, event.point)
         if event.kind == "plan":
             self.levels = list(event.detail.get("concurrency") or [])
+            # a launch matrix's plan, before the first restart: cells, refused (why), to run, estimated time
+            for text in (event.detail.get("matrix") or {}).get("lines") or []:
+                self._say(f"{event.host} {text}" if event.host else text)
             return
         if event.kind == "point_started":
             self.rows[key] = {"start": event.at, "phase": "started"}
@@ -204,13 +217,24 @@ def run(args) -> int:
     from moesweep import api
 
     try:
-        backends = parse_backends(args.backends)
+        matrix = None
+        if args.matrix is not None:
+            if args.backends:
+                raise BadInput("--matrix and --backends together: a matrix's cells are its points (add "
+                               "moe-runner-backend as one of its axes)")
+            try:
+                matrix = api.load_matrix(args.matrix)
+            except api.MoesweepError as exc:
+                raise BadInput(str(exc)) from exc
+            backends = None
+        else:
+            backends = parse_backends(args.backends)
         extra, files = parse_extra(args.extra_var)
         if args.break_lock:
             extra["sweep_lock_break"] = args.break_lock
-        for clash in ("backend", "backends"):
+        for clash in ("backend", "backends", "matrix"):
             if clash in extra:
-                raise BadInput(f"-e {clash}=... beside --backends: give the backends with --backends only")
+                raise BadInput(f"-e {clash}=... beside --backends / --matrix: give the points with those only")
         if args.results.exists() and not args.results.is_dir():
             raise BadInput(f"--results {args.results} is a file: give a directory")
         from ansible_collections.moesweep.sweep.plugins.module_utils import secrets
@@ -228,7 +252,8 @@ def run(args) -> int:
 
     def body(stop_after_step, cancel):
         nonlocal result
-        for event in api.iter_sweep(args.inventory, backends, results_dir=args.results, sweep_id=args.sweep_id,
+        for event in api.iter_sweep(args.inventory, backends, matrix=matrix, results_dir=args.results,
+                                    sweep_id=args.sweep_id,
                                     resume=not args.new, rerun=args.rerun, limit=args.limit, restore=args.restore,
                                     extra_vars_files=files, vault_password_file=args.vault_password_file,
                                     stop_after_step=stop_after_step, cancel=cancel, **extra):
@@ -288,7 +313,7 @@ def report(args, result, failures) -> int:
         print(json.dumps({"sweep_id": result.sweep_id, "results": str(result.directory), "exit": code,
                           "interrupted": result.interrupted, "errors": errors, "unrecorded": unrecorded,
                           "points": [{"host": p.host, "point": p.point, "backend": p.backend, "status": p.status,
-                                      "cause": p.cause, "simulated": p.simulated,
+                                      "cause": p.cause, "simulated": p.simulated, "axes": p.axes,
                                       "levels": [{"concurrency": lv.concurrency, "ok": lv.ok,
                                                   "output_throughput": lv.figures.get("output_throughput")
                                                   if lv.ok else None} for lv in p.levels]} for p in points],
@@ -298,6 +323,9 @@ def report(args, result, failures) -> int:
     recs = [p.record for p in points] + [r.record for r in result.restores]
     if recs:
         print(summary.render_text(summary.summary_rows(recs)))
+        effects = summary.matrix_effects(recs)
+        if effects:
+            print(summary.render_matrix_text(effects))
     for r in restores:
         print(f"{r.host}: left on {r.point or r.action} ({r.status}): {r.reason}")
     for host in unreachable:

@@ -129,3 +129,48 @@ def test_a_failure_outside_every_point_is_said(capsys):
     assert "1 of 1" not in err
     assert sweep.report(ARGS, result, [held, closing]) == 2
     assert '"errors": [' in capsys.readouterr().out
+
+
+MATRIX_FILE = """matrix:
+  axes:
+    moe-runner-backend: [flashinfer_cutlass, flashinfer_trtllm, triton]
+    attention-backend: [flashinfer, trtllm_mla]
+    fp8-gemm-backend: [cutlass, triton]
+"""
+
+
+@pytest.mark.parametrize("text,extra,needle", [
+    ("matrix:\n  axes:\n    attention-backend: []\n", [], "axis 'attention-backend' is empty"),
+    ("axes: {attention-backend: [fa3]}\n", [], "no top-level 'matrix' key"),
+    ("matrix:\n  axes: {a: [1]}\n  exclude: [{b: 1}]\n", [], "names 'b', which is no axis"),
+    (MATRIX_FILE, ["--backends", "triton"], "--matrix and --backends together"),
+    (MATRIX_FILE, ["-e", "matrix=x"], "beside --backends / --matrix"),
+])
+def test_a_bad_matrix_file_is_refused_before_anything_runs(text, extra, needle, capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(api, "run_playbook", lambda *a, **k: pytest.fail("the playbook ran"))
+    path = tmp_path / "matrix.yml"
+    path.write_text(text)
+    assert main(["sweep", "--results", str(tmp_path), "--no-progress", "--matrix", str(path), *extra]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
+
+
+def test_the_cli_and_the_api_hand_the_playbook_the_same_matrix(tmp_path, monkeypatch):
+    import yaml
+
+    seen = []
+
+    def fake_run(playbook, **kwargs):
+        seen.append(kwargs["extravars"])
+        return SimpleNamespace(rc=0, status="successful", canceled=False)
+
+    monkeypatch.setattr(api, "run_playbook", fake_run)
+    path = tmp_path / "matrix.yml"
+    path.write_text(MATRIX_FILE)
+    main(["sweep", "--results", str(tmp_path), "--no-progress", "--matrix", str(path)])
+    api.sweep(None, matrix=path, results_dir=tmp_path)
+    api.sweep(None, matrix=yaml.safe_load(MATRIX_FILE)["matrix"], results_dir=tmp_path)
+    assert len(seen) == 3 and seen[0] == seen[1] == seen[2]
+    assert seen[0]["matrix"] == yaml.safe_load(MATRIX_FILE)["matrix"] and "backends" not in seen[0]
+    with pytest.raises(api.MoesweepError, match="not both"):
+        api.sweep(None, ["triton"], matrix=path)

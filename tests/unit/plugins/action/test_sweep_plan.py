@@ -3,6 +3,8 @@ keeps what the preflight accepts for the host."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from unittest import mock
 
 import pytest
@@ -116,3 +118,61 @@ def test_the_benchmark_levels_are_checked_before_any_point_restarts(tmp_path, se
     ok = run(tmp_path, backend="triton", bench_settings={"concurrency": [1, 8, 64], "num_prompts": [],
                                                          "prompts_per_concurrency": 5, "min_prompts": 16})
     assert not ok.get("failed"), ok
+
+
+MATRIX = {"axes": {"moe-runner-backend": ["flashinfer_cutlass", "flashinfer_trtllm", "triton"],
+                   "attention-backend": ["flashinfer", "trtllm_mla"], "fp8-gemm-backend": ["cutlass", "triton"]}}
+
+
+def test_a_matrix_plans_its_cells_as_points_and_names_the_refused_ones_with_reasons(tmp_path):
+    res = run(tmp_path, matrix=MATRIX, host="gpu1")
+    sweep = res["moesweep_sweep"]
+    assert len(sweep["points"]) == 12 and sweep["points"][0] == "flashinfer_cutlass.flashinfer.cutlass"
+    cell = "triton.trtllm_mla.triton"
+    assert sweep["overlays"][cell] == {"flags": {"moe-runner-backend": "triton", "attention-backend": "trtllm_mla",
+                                                 "fp8-gemm-backend": "triton"}}
+    plan = sweep["matrix"]
+    assert plan["cells"][cell] == sweep["overlays"][cell]["flags"]
+    refused = {r["cell"]: r for r in plan["refused"]}
+    # flashinfer_trtllm's trtllm-gen MoE kernels exist for SM100/SM103 only: its cells never start on SM120
+    assert sorted(refused) == sorted(p for p in sweep["points"] if p.startswith("flashinfer_trtllm."))
+    first = refused["flashinfer_trtllm.flashinfer.cutlass"]
+    assert "SM100" in first["reasons"][0] and first["citations"][0].startswith("https://")
+    assert plan["to_run"] == sweep["starts_server"] and len(plan["to_run"]) == 8
+    assert plan["estimate_s"] is None and any("estimated time: none" in line for line in plan["lines"])
+    assert "refused by the preflight, never started: 4" in res["msg"]
+
+
+def test_a_matrix_estimate_comes_from_the_hosts_earlier_records(tmp_path):
+    earlier = tmp_path / "results" / "sweep-old"
+    earlier.mkdir(parents=True)
+    lines = [{"kind": "point", "host": "gpu1", "point": "a", "status": "passed", "seconds": 200},
+             {"kind": "point", "host": "gpu1", "point": "b", "status": "crashed", "seconds": 100},
+             {"kind": "point", "host": "gpu1", "point": "c", "status": "refused", "seconds": 1},
+             {"kind": "point", "host": "other", "point": "d", "status": "passed", "seconds": 9000}]
+    (earlier / "points.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    plan = run(tmp_path, matrix=MATRIX, host="gpu1")["moesweep_sweep"]["matrix"]
+    assert plan["estimate_s"] == 8 * 150.0
+    assert "median 150 s of 2 point(s)" in plan["estimate_basis"]
+
+
+def test_a_resumed_matrix_lists_the_cells_that_passed_before(tmp_path):
+    first = run(tmp_path, matrix=MATRIX, host="gpu1")["moesweep_sweep"]
+    Path(first["dir"]).mkdir(parents=True)
+    done = {"kind": "point", "host": "gpu1", "point": first["matrix"]["to_run"][0], "status": "passed", "seconds": 60}
+    Path(first["dir"], "points.jsonl").write_text(json.dumps(done) + "\n")
+    again = run(tmp_path, matrix=MATRIX, host="gpu1")["moesweep_sweep"]
+    assert again["sweep_id"] == first["sweep_id"] and again["points"] == first["points"]
+    assert again["matrix"]["passed_before"] == [done["point"]] and len(again["matrix"]["to_run"]) == 7
+
+
+@pytest.mark.parametrize("args,needle", [
+    ({"matrix": MATRIX, "backends": ["triton"]}, "not both"),
+    ({"matrix": {"axes": {"attention-backend": ["fa9"]}}}, "the matrix: axis 'attention-backend', value fa9"),
+    ({"matrix": {"axes": {"moe-runner-backend": []}}}, "is empty"),
+    ({"matrix": {"axes": {"attention-backend": ["fa3"]}, "exclude": [{"attn": "fa3"}]}}, "which is no axis"),
+    ({"matrix": {"axes": {"fp8-gemm-backend": ["flashinfer_cutlass"]}}}, "invalid choice"),
+])
+def test_bad_matrix_is_refused_before_any_point(tmp_path, args, needle):
+    res = run(tmp_path, **args)
+    assert res["failed"] and needle in res["msg"] and res["msg"].startswith("sweep refused before any point ran")

@@ -260,3 +260,24 @@ def test_previous_and_restore_plan_answer_with_the_same_two_names(tmp_path):
     assert res["stop_early"] is False and res["keep_running"] is True
     res = step(tmp_path, "restore_plan", running_point="b", running_stopped=True)
     assert res["stop_early"] is False and res["keep_running"] is False
+
+
+def test_a_matrix_cell_refused_by_the_preflight_is_recorded_with_its_axes(tmp_path):
+    axes = {"moe-runner-backend": "flashinfer_trtllm", "attention-backend": "flashinfer"}
+    sweep = {"sweep_id": "s1", "dir": str(tmp_path / "s1"), "points": ["flashinfer_trtllm.flashinfer", "b"],
+             "matrix": {"cells": {"flashinfer_trtllm.flashinfer": axes, "b": {}}}}
+    task = mock.MagicMock()
+    task.args = dict(state="point", sweep=sweep, point="flashinfer_trtllm.flashinfer",
+                     failed_task="Plan and validate the launch", failed_action="moesweep.sweep.sglang_preflight",
+                     failed_result={"failed": True, "msg": "refused", "verdict": "unsupported"},
+                     preflight={"verdict": "unsupported", "reasons": [{"reason": "SM100 only"}],
+                                "citations": ["https://example.invalid/x"]})
+    task.check_mode = False
+    plugin = action.ActionModule(task, mock.MagicMock(), mock.MagicMock(), loader=None, templar=None,
+                                 shared_loader_obj=None)
+    with mock.patch.object(action.ActionBase, "run", return_value={}), \
+            mock.patch.object(action, "moesweep_version", return_value={}):
+        res = plugin.run(task_vars={"inventory_hostname": "h1"})
+    record = res["moesweep_record"]
+    assert record["status"] == "refused" and record["axes"] == axes
+    assert record["preflight"]["citations"] == ["https://example.invalid/x"]

@@ -166,3 +166,21 @@ def test_version_flags_must_name_known_versions():
     with pytest.raises(launch.LaunchError, match="must be a flag mapping"):
         plan(version_flags={"0.5.9": ["tp-size"]})
     assert plan(version_flags={"0.5.23": {"nope": 1}})["flag_errors"] == []  # another version's flags stay out
+
+
+def test_an_overlay_environment_sets_and_unsets_variables_and_changes_the_launch_hash():
+    env = {"NCCL_P2P_LEVEL": "PHB", "OMP_NUM_THREADS": "8"}
+    overlays = dict(OVERLAYS, sys={"flags": {"moe-runner-backend": "triton"},
+                                   "environment": {"NCCL_P2P_LEVEL": "SYS", "NCCL_ALGO": 1}},
+                    unset={"flags": {"moe-runner-backend": "triton"}, "environment": {"NCCL_P2P_LEVEL": None}})
+    base = plan(backend="triton", backends=overlays, environment=env)
+    sys_ = plan(backend="sys", backends=overlays, environment=env)
+    unset = plan(backend="unset", backends=overlays, environment=env)
+    assert base["environment"]["NCCL_P2P_LEVEL"] == "PHB"
+    assert sys_["environment"]["NCCL_P2P_LEVEL"] == "SYS" and sys_["environment"]["NCCL_ALGO"] == "1"
+    assert "NCCL_P2P_LEVEL" not in unset["environment"] and unset["environment"]["OMP_NUM_THREADS"] == "8"
+    assert len({base["launch_hash"], sys_["launch_hash"], unset["launch_hash"]}) == 3
+    with pytest.raises(launch.LaunchError, match="looks like a secret"):
+        plan(backend="x", backends={"x": {"environment": {"HF_TOKEN": "t"}}})
+    with pytest.raises(launch.LaunchError, match="'environment'"):
+        plan(backend="x", backends={"x": {"env": {}}})

@@ -420,3 +420,34 @@ def test_the_reason_of_a_crash_after_ready_is_never_the_ready_line():
     stalled = {"kind": "point", "status": "hang", "readiness": ready,
                "smoke": {"state": "server_died", "crash": {"state": "ready", "unit_gone": False}}}
     assert "fired up" not in summary.decisive(stalled) and "stopped answering" in summary.decisive(stalled)
+
+
+def _cell(point, axes, status, tok=None, line=None):
+    rec = {"kind": "point", "host": "h", "point": point, "status": status, "axes": axes,
+           "launch": {"command_line": "python -m sglang.launch_server --x " + point}}
+    if tok is not None:
+        rec["benchmark"] = {"levels": [{"concurrency": 64, "ok": True, "figures": {"output_throughput": tok}}]}
+    if line:
+        rec["readiness"] = {"state": "crashed", "decisive_line": line}
+    return rec
+
+
+def test_matrix_effects_per_axis_two_axis_table_failures_and_best_cell():
+    from ansible_collections.moesweep.sweep.plugins.plugin_utils import summary as sm
+
+    recs = [_cell("a.f", {"moe": "a", "attn": "f"}, "passed", 100.0),
+            _cell("a.t", {"moe": "a", "attn": "t"}, "passed", 150.0),
+            _cell("b.f", {"moe": "b", "attn": "f"}, "crashed", line="RuntimeError: no kernel for sm120"),
+            _cell("b.t", {"moe": "b", "attn": "t"}, "refused"),
+            {"kind": "point", "host": "h", "point": "plain", "status": "passed"}]
+    fx = sm.matrix_effects(recs, 64)
+    moe, attn = fx["axes"]
+    assert moe["axis"] == "moe" and [v["best_tok_s"] for v in moe["values"]] == [150.0, None]
+    assert moe["values"][1]["failures"]["crashed"][0]["line"].startswith("RuntimeError: no kernel")
+    assert [v["best_tok_s"] for v in attn["values"]] == [100.0, 150.0]
+    assert fx["table"]["cells"] == {"a": {"f": 100.0, "t": 150.0}, "b": {"f": None, "t": None}}
+    assert fx["best"]["cell"] == "a.t" and fx["best"]["command_line"].endswith("a.t")
+    text = sm.render_matrix_text(fx)
+    assert "crashed in 1 cell(s): RuntimeError: no kernel" in text and "Best cell: a.t" in text
+    assert "moe \\ attn" in text
+    assert sm.matrix_effects(recs[-1:]) is None
