@@ -322,8 +322,8 @@ def check_p2p(matrix, gpu_count):
                 bad.setdefault(code or "?", []).append("%s-%s" % (a, b))
     if not bad:
         return check("p2p", "ok", "P2P read OK between all %d GPU pairs" % pairs, source=NCCL_TROUBLESHOOTING)
-    parts = ["%s between %d of %d pairs (%s)" % (code, len(p), pairs, ", ".join(p[:4]) + (", ..." if len(p) > 4
-                                                                                            else ""))
+    parts = ["%s between %d of %d pairs (%s)" % (code, len(p), pairs,
+                                                 ", ".join(p[:4]) + (", ..." if len(p) > 4 else ""))
              for code, p in sorted(bad.items())]
     return check(
         "p2p", "warn", "nvidia-smi topo -p2p r: " + "; ".join(parts),
@@ -405,9 +405,8 @@ def check_numa(topology, unit_cpus_text):
     nodes = sorted(set(v for v in numa.values() if v not in (None, "", "N/A")))
     unit = _cpus(unit_cpus_text) if unit_cpus_text else None
     if not affinity or unit is None:
-        return check("numa", "ok", "GPU CPU affinity not shown (%s)" % ("no topo -m" if not affinity
-                                                                          else "unit CPUs unknown"),
-                     source=NCCL_TROUBLESHOOTING)
+        return check("numa", "ok", "GPU CPU affinity not shown (%s)" % (
+            "no topo -m" if not affinity else "unit CPUs unknown"), source=NCCL_TROUBLESHOOTING)
     away = []
     for gpu, cpus in sorted(affinity.items()):
         near = _cpus(cpus) if cpus not in (None, "", "N/A") else None

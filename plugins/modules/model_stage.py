@@ -14,7 +14,7 @@ description:
     spare, downloads what is missing with C(snapshot_download) (a broken connection is resumed, up to 3 client
     runs), checks every file's size and the sha256 of the LFS ones against the hub's list, fetches a mismatching
     file again once, and writes a record of the verified stage in O(local_dir).
-  - A re-run with the revision staged and the files at their sizes downloads nothing (RV(changed) false).
+  - A re-run with the revision staged and the files at their sizes downloads nothing (C(changed) false).
   - The token goes to the client in E(HF_TOKEN), never on a command line nor in the result.
   - Check mode lists and decides, and changes nothing.
 version_added: 0.1.0
@@ -149,8 +149,8 @@ def _client(module, script, args, env):
     rc, out, err = module.run_command([module.params["python"], "-c", script] + args, environ_update=env)
     if rc != 0:
         last = (err or out or "").strip().splitlines()
-        module.fail_json(msg="huggingface_hub failed for %s: %s" % (module.params["repo_id"],
-                                                                     last[-1] if last else "exit %d" % rc), rc=rc)
+        module.fail_json(msg="huggingface_hub failed for %s: %s" % (
+            module.params["repo_id"], last[-1] if last else "exit %d" % rc), rc=rc)
     return out
 
 

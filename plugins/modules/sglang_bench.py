@@ -575,8 +575,8 @@ def level_at_end(concurrency, num_prompts, parsed, error=None):
     (telemetry, diagnosis); until then ``provisional`` says it has only bench_serving's figures."""
     entry = {"concurrency": concurrency, "num_prompts": num_prompts, "reused": False, "ok": False, "figures": {},
              "errors": [], "completed": None, "failed": None, "provisional": True}
-    entry.update({k: v for k, v in (parsed or {}).items() if k in ("figures", "args", "completed", "failed",
-                                                                      "errors", "ok")})
+    kept = ("figures", "args", "completed", "failed", "errors", "ok")
+    entry.update({k: v for k, v in (parsed or {}).items() if k in kept})
     if error:
         entry["ok"] = False
         entry["errors"] = [{"error": error, "count": 1}] + list(entry["errors"])

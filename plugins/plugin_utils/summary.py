@@ -924,8 +924,9 @@ def interval_text(thr):
         return "-"
     if thr.get("half_width") is None:
         return "%s (%s)" % (fmt_number(thr["value"]), thr.get("source") or "no interval")
-    text = "%s [%s, %s] +-%.1f %%" % (fmt_number(thr["value"]), fmt_number(thr["low"]), fmt_number(thr["high"]),
-                                       100.0 * (thr.get("half_width_rel") or 0.0))
+    text = "%s [%s, %s] +-%.1f %%" % (
+        fmt_number(thr["value"]), fmt_number(thr["low"]), fmt_number(thr["high"]),
+        100.0 * (thr.get("half_width_rel") or 0.0))
     if thr.get("requests"):
         text += ", %s req" % thr["requests"]
     return text
