@@ -201,7 +201,8 @@ class ActionModule(ActionBase):
         if a["state"] == "interconnect" and not a["interconnect"]:
             key, env, ranks = records.interconnect_key(a["launch"])
             found = a["measured"].get(key)
-            if not found and not sweep.get("rerun"):
+            # a rerun measures its points again, not the host's interconnect: measuring stops the server
+            if not found:
                 found = records.find_interconnect(records.read_interconnect(
                     os.path.join(sweep["dir"], records.INTERCONNECT_FILE)), host, key)
             what = "the all-reduce over %d GPU(s) under %s" % (ranks, interconnect.environment_text(env))

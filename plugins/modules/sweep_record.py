@@ -41,7 +41,7 @@ description:
     records that step with its readiness.
   - O(state=interconnect) without O(interconnect) answers whether the TP group's all-reduce was measured on the host
     under the NCCL environment and TP size of O(launch) (RV(found), RV(measurement) - this run's O(measured), else
-    C(interconnect.jsonl) in the sweep's directory unless the sweep's C(rerun)); with O(interconnect) (the result of
+    C(interconnect.jsonl) in the sweep's directory, also when the sweep reruns its points); with O(interconnect) (the result of
     M(moesweep.sweep.interconnect_facts)) it returns that measurement's record, which the callback appends to
     C(interconnect.jsonl).
   - O(state=verify) fails when a record of this run (O(written)) did not reach C(points.jsonl) - kept aside (their
