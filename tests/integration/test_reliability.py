@@ -72,10 +72,10 @@ def settings_file(tmp_path: Path, **more) -> Path:
     return path
 
 
-def cli(cluster, results: Path, *args, settings: Path, **popen):
+def cli(cluster, results: Path, *args, settings: Path, tmpdir: Path | None = None, **popen):
     argv = [MOESWEEP, "sweep", "-i", str(cluster.inventory), "--results", str(results), "--no-progress",
             "-e", f"@{settings}", *args]
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1")
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", **({"TMPDIR": str(tmpdir)} if tmpdir else {}))
     return subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True, **popen)
 
@@ -305,10 +305,11 @@ def test_10_11_12_secrets_never_reach_a_record_an_artifact_the_output_or_a_reada
                        f"  MOESWEEP_SIM_TIME_SCALE: '0.1'\n")
     secrets.chmod(0o600)
     results = tmp_path / "results"
-    # the CLI, secrets from a vars file
-    runner_dirs = set(Path("/tmp").glob("moesweep-runner-*"))
+    # the CLI, secrets from a vars file; its own TMPDIR, so that another worker's runs cannot be taken for its leaks
+    private_tmp = tmp_path / "tmp"
+    private_tmp.mkdir()
     proc = cli(host, results, "--backends", "triton", "--rerun", "-e", f"@{secrets}",
-               settings=settings_file(tmp_path))
+               settings=settings_file(tmp_path), tmpdir=private_tmp)
     cli_out = proc.communicate(timeout=600)[0]
     assert proc.returncode == 0, cli_out[-3000:]
     # ansible-playbook itself at -vvv with --diff, secrets from the same file
@@ -327,7 +328,7 @@ def test_10_11_12_secrets_never_reach_a_record_an_artifact_the_output_or_a_reada
             assert path.stat().st_mode & 0o077 == 0, (path, oct(path.stat().st_mode))
         elif path.is_dir():
             assert path.stat().st_mode & 0o077 == 0, (path, oct(path.stat().st_mode))
-    assert not set(Path("/tmp").glob("moesweep-runner-*")) - runner_dirs, "a runner directory was left behind"
+    assert not list(private_tmp.glob("moesweep-runner-*")), "a runner directory was left behind"
     # on the host: the secrets are only in root's 0600 environment file; the unit and `systemctl show` hold none
     h = host.names[0]
     patterns = " ".join(f"-e '{s}'" for s in SECRETS)
