@@ -118,10 +118,14 @@ def test_two_nodes_become_ready_and_are_benchmarked_into_one_record_under_rank_0
 
 def test_a_rerun_skips_the_passed_point_on_every_rank_and_restarts_none(nodes):
     before = {h: nodes.unit(h) for h in (nodes.rank0, nodes.rank1)}
-    seen = len(nodes.records(point=POINT))
+    seen = nodes.records(point=POINT)
     proc = nodes.sweep("-e", f"backend={POINT}")
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
-    assert len(nodes.records(point=POINT)) == seen  # resume read rank 0's record on both ranks
+    # resume read rank 0's record on both ranks: the one record it adds is that record again, marked resumed
+    # (records.resumed_record), not a run
+    new = [r for r in nodes.records(point=POINT) if r not in seen]
+    assert [r.get("resumed") is not None for r in new] == [True], [(r["host"], r["status"]) for r in new]
+    assert new[0]["finished"] == seen[-1]["finished"] and new[0]["host"] == nodes.rank0
     assert "already passed with this configuration" in proc.stdout
     assert {h: nodes.unit(h) for h in (nodes.rank0, nodes.rank1)} == before
     assert nodes.records("restore")[-1]["status"] == "passed"

@@ -1,5 +1,5 @@
 """The simulated hosts' Hugging Face hub: a tiny stand-in of the model the sglang_server role serves by default,
-served on the machine side of each host's link (10.213.I.1:8702) by the simulator's hub (simulator/moesweep_sim/
+served on the machine side of each host's link (10.213.I.1:8703) by the simulator's hub (simulator/moesweep_sim/
 hfhub.py, run as its own process), so that sweep.yml stages the model with the real ``huggingface_hub`` client
 through ``HF_ENDPOINT`` exactly as an air-gapped VM stages it from a mirror.
 
@@ -25,7 +25,9 @@ from pathlib import Path
 from moesweep._collection import REPO_ROOT
 from moesweep.sim import state
 
-PORT = 8702
+# 8701 is the wheelhouse's (wheelhouse.PORT) and 8702 the molecule scenarios' apt repository (tests/helpers/aptrepo.py)
+# on the same link address: a hub left on either answers their requests with 404s.
+PORT = 8703
 SIMULATOR = REPO_ROOT / "simulator"
 
 

@@ -319,9 +319,9 @@ def test_the_inventory_stages_the_model_from_the_hub_sim_up_serves(tmp_path):
     from moesweep.sim import inventory
 
     served, bare = _hosts(3, 4, cluster="default")
-    served.extra = {"hub_url": "http://10.213.3.1:8702"}
+    served.extra = {"hub_url": "http://10.213.3.1:8703"}
     data = inventory.inventory_data([served, bare], tmp_path / "key")["all"]["children"]["gpu_hosts"]["hosts"]
-    assert data[served.name]["model_hub_endpoint"] == "http://10.213.3.1:8702"
+    assert data[served.name]["model_hub_endpoint"] == "http://10.213.3.1:8703"
     assert data[served.name]["model_stage_python"] == "/opt/moesweep/venvs/client/bin/python"
     assert data[served.name]["model_stage_reserve_bytes"] == 256 << 20
     assert "model_hub_endpoint" not in data[bare.name]
