@@ -1,8 +1,9 @@
 """Wall time of a 4-point sweep over SSH on simulated hosts, two figures:
 
 1. the sweep's overhead per point on 1 host: the playbook run's wall time minus the simulated server's own start
-   time (its log's "ready" phase) and bench_serving's own duration of every level, over the points (goal: <= 10 s
-   per point); and the same per point from its record (record seconds minus server start and levels);
+   time (its log's "ready" phase) and the measurements' own time (bench_serving's duration of every level, the GSM8K
+   evaluator's own run, the all-reduce measurement), over the points (goal: <= 10 s per point); and the same per
+   point from its record (record seconds minus server start, levels and evaluator);
 2. the same sweep on 4 hosts with -e spread=true against 1 host (goal: ratio <= 0.35).
 
 The hosts are provisioned first with site.yml (test stack and benchmark client from a wheelhouse served on every
@@ -57,20 +58,36 @@ def points(results: Path, kind: str = "point") -> list[dict]:
 
 
 def own_time(rec: dict) -> tuple[float, float]:
-    """(the server's own start time, bench_serving's own duration over the levels) of one record."""
+    """(the server's own start time, the measuring tools' own time) of one record: bench_serving's duration of
+    every level and the GSM8K evaluator's own run (sglang.test.few_shot_gsm8k's "Latency", ``accuracy.latency_s``).
+    Both are measurements a real point makes for minutes; what the tools do around them (imports, warmups) stays
+    overhead."""
     start = ((rec.get("readiness") or {}).get("timeline") or {}).get("ready", {}).get("at") or 0.0
     levels = (rec.get("benchmark") or {}).get("levels") or []
-    return float(start), sum(float((lv.get("figures") or {}).get("duration") or 0.0) for lv in levels)
+    bench = sum(float((lv.get("figures") or {}).get("duration") or 0.0) for lv in levels)
+    return float(start), bench + float((rec.get("accuracy") or {}).get("latency_s") or 0.0)
 
 
-def overhead(wall: float, recs: list[dict], restores: list[dict]) -> dict:
+def interconnect_s(results: Path) -> float:
+    """The all-reduce measurements' own seconds (interconnect.jsonl ``elapsed``: once per host and NCCL environment,
+    with the server stopped), a measurement like the levels."""
+    total = 0.0
+    for f in results.glob("*/interconnect.jsonl"):
+        for line in f.read_text().splitlines():
+            if line.strip():
+                total += float(json.loads(line).get("elapsed") or 0.0)
+    return total
+
+
+def overhead(wall: float, recs: list[dict], restores: list[dict], measured_s: float = 0.0) -> dict:
     """Overhead of the sweep: its wall time less the server's own start time (each point's, and the restore's when
-    it restarted the server: the best point was not the last) and bench_serving's own durations."""
+    it restarted the server: the best point was not the last), the measuring tools' own time (``own_time``) and
+    ``measured_s``, the all-reduce measurements' own seconds."""
     per_record = {}
     for r in recs:
         start, bench = own_time(r)
         per_record[r["point"]] = round(float(r.get("seconds") or 0.0) - start - bench, 2)
-    own = sum(sum(own_time(r)) for r in recs)
+    own = sum(sum(own_time(r)) for r in recs) + measured_s
     by_point = {r["point"]: r for r in recs}
     restore = None
     for r in restores:  # a restore record has no timeline: a restart takes its point's server start again
@@ -84,7 +101,9 @@ def overhead(wall: float, recs: list[dict], restores: list[dict]) -> dict:
     # arguments and tokenizer, the warmup request, the fixed 1 s pause before the main run, its metrics and output)
     fixed = sum(float(lv.get("wall_s") or 0.0) - float((lv.get("figures") or {}).get("duration") or 0.0)
                 for r in recs for lv in (r.get("benchmark") or {}).get("levels") or [] if lv.get("wall_s"))
-    return {"wall_s": round(wall, 1), "server_start_and_bench_s": round(own, 1),
+    accuracy = sum(float((r.get("accuracy") or {}).get("latency_s") or 0.0) for r in recs)
+    return {"wall_s": round(wall, 1), "server_start_and_measurements_s": round(own, 1),
+            "accuracy_evaluator_s": round(accuracy, 1), "interconnect_measured_s": round(measured_s, 1),
             "per_point_s": round((wall - own) / max(len(recs), 1), 2), "per_point_in_record_s": per_record,
             "bench_serving_fixed_per_point_s": round(fixed / max(len(recs), 1), 2),
             # the restore restarts the best point unless it is the last one: one server start more in the wall time
@@ -224,7 +243,7 @@ def main() -> int:
           and sorted(r["point"] for r in recs_1) == sorted(BACKENDS)
           and all(r["status"] == "passed" for r in recs_1 + recs_4))
     ratio = wall_4 / wall_1 if wall_4 is not None else None
-    over = overhead(wall_1, recs_1, points(work / "one-host", "restore"))
+    over = overhead(wall_1, recs_1, points(work / "one-host", "restore"), interconnect_s(work / "one-host"))
     figures = {"backends": BACKENDS, "time_scale": args.time_scale, "one_host_s": round(wall_1, 1),
                "four_hosts_spread_s": wall_4 and round(wall_4, 1), "ratio": ratio and round(ratio, 3), "goal": GOAL,
                "overhead_one_host": over, "overhead_goal_s": OVERHEAD_GOAL, "every_point_once_and_passed": ok,
@@ -244,8 +263,10 @@ def main() -> int:
         print(json.dumps(figures))
     else:
         print(f"4-point sweep ({', '.join(BACKENDS)}), simulator time scale {args.time_scale}, benchmark on:")
-        print(f"  1 host:                 {wall_1:7.1f} s, of which server start + bench_serving "
-              f"{over['server_start_and_bench_s']:.1f} s; {cpu_1:.1f} CPU-s on this machine's {os.cpu_count()} CPUs "
+        print(f"  1 host:                 {wall_1:7.1f} s, of which server start + measurements "
+              f"{over['server_start_and_measurements_s']:.1f} s (bench_serving's levels, the GSM8K evaluator's "
+              f"{over['accuracy_evaluator_s']:.1f} s, the all-reduce's {over['interconnect_measured_s']:.1f} s); "
+              f"{cpu_1:.1f} CPU-s on this machine's {os.cpu_count()} CPUs "
               f"({cpu_1 / wall_1:.2f} busy on average)")
         print("    where: " + ", ".join(f"{k} {v}" for k, v in list(CPU_SPLITS[0].items())[:10]))
         print(f"  overhead per point:     {over['per_point_s']:7.2f} s (goal <= {OVERHEAD_GOAL:.0f} s); "
