@@ -371,6 +371,8 @@ class CallbackModule(CallbackBase):
                 rows = _summary.summary_rows(recs, sweep.get("reference_concurrency"))
                 atomic_write(os.path.join(sweep_dir, "summary.md"), _summary.render_markdown(rows).encode("utf-8"))
                 atomic_write(os.path.join(sweep_dir, "summary.csv"), _summary.render_csv(rows).encode("utf-8"))
-                self._display.display("moesweep: results in %s\n%s" % (sweep_dir, _summary.render_text(rows)))
+                evidence = _summary.evidence_lines(recs, sweep.get("reference_concurrency"))
+                self._display.display("moesweep: results in %s\n%s%s" % (
+                    sweep_dir, _summary.render_text(rows), "".join(line + "\n" for line in evidence)))
             except Exception as exc:  # noqa: BLE001 - a summary must never cost the records
                 self._display.warning("moesweep: could not write the summary of %s: %s" % (sweep_dir, exc))

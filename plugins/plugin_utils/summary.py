@@ -748,6 +748,44 @@ def best_point(records, reference_concurrency, host=None):
     return ranking(records, reference_concurrency, host)[0]
 
 
+def evidence_lines(records, reference_concurrency=None, limit=220):
+    """What a reader needs under the table to trust it: each host's host checks (gpu_facts: how many passed, then
+    every warning and failure with its evidence and fix) once per sweep, and, for the best point of each kind, the
+    all-reduce estimate at the reference level (its evidence and the first thing that would change it) when the
+    interconnect was measured. [] when the records hold neither."""
+    out, seen = [], set()
+    points = point_records(records)
+    for r in points:
+        key = (r.get("sweep_id"), r.get("host"))
+        checks = (r.get("facts") or {}).get("host_checks") or []
+        if key in seen or not checks:
+            continue
+        seen.add(key)
+        counts = {v: sum(1 for c in checks if c.get("verdict") == v) for v in ("ok", "warn", "fail")}
+        out.append("%s host checks: %d ok, %d warn, %d fail (moesweep facts -i INVENTORY shows each)" % (
+            r.get("host"), counts["ok"], counts["warn"], counts["fail"]))
+        for c in checks:
+            if c.get("verdict") in ("warn", "fail"):
+                out.append("  %-4s %s: %s" % (c["verdict"], c.get("name"), _clip(
+                    "%s; fix: %s" % (c.get("evidence"), c.get("fix")) if c.get("fix") else c.get("evidence"), limit)))
+    reference = _resolve_reference(records, reference_concurrency)
+    if reference is None:
+        return out
+    for simulated in (True, False):
+        group = [r for r in points if is_simulated(r) is simulated]
+        best = best_point(group, reference) if group else None
+        lv = level_at(best, reference) if best is not None else None
+        estimate = ((lv or {}).get("diagnosis") or {}).get("interconnect") or {}
+        if not estimate.get("evidence"):
+            continue
+        out.append("%s / %s all-reduce at c%s (%s): %s" % (
+            best.get("host"), best.get("point"), reference, estimate.get("verdict") or "not dominant",
+            _clip(estimate["evidence"][0], limit)))
+        for change in (estimate.get("changes") or [])[:1]:
+            out.append("  what would change it: " + _clip(change, limit))
+    return out
+
+
 def summary_rows(records, reference_concurrency=None):
     """One row per point (latest record of each), in the order the points were first recorded.
 

@@ -64,8 +64,15 @@ BY_GPU_MODEL = {"h200": "nvlink", "h200-x2": "nvlink", "rtx-pro-6000": "vm_phb"}
 
 
 def profile_name(profile: dict) -> str:
-    name = profile.get("interconnect") or os.environ.get("MOESWEEP_SIM_INTERCONNECT") or \
-        BY_GPU_MODEL.get(profile.get("gpu_model", ""), "nvlink")
+    """The interconnect curve of the host: the profile's or the environment's, else its GPU model's; a PCIe host's
+    curve follows what `nvidia-smi topo -p2p r` prints on it (nvidia_smi.topo_p2p: the knob `p2p_read`, else the
+    model's code), so the P2P the host checks read and the all-reduce's times never disagree."""
+    model = profile.get("gpu_model", "")
+    chosen = profile.get("interconnect") or os.environ.get("MOESWEEP_SIM_INTERCONNECT")
+    name = chosen or BY_GPU_MODEL.get(model, "nvlink")
+    if name in ("vm_phb", "pix") and not chosen:
+        p2p = profile.get("p2p_read", (gpus.MODELS.get(model) or {}).get("p2p_read", "OK"))
+        name = "pix" if p2p == "OK" else "vm_phb"
     if name not in PROFILES:
         raise SystemExit(f"allreduce-perf-sim: unknown interconnect profile {name!r} (known: {', '.join(PROFILES)})")
     return name

@@ -125,7 +125,10 @@ RTX_PRO_6000 = {
     "link": "PHB",  # KVM/Proxmox VM: all GPUs behind one host bridge
     "nvlinks": 0,
     "nvlink_gbps": None,
-    "p2p_read": "OK",
+    # The reference VM has no P2P: NCCL's all-reduce goes through host memory (allreduce.py's `vm_phb` curve), and
+    # `topo -p2p r` says so with "NS" (Not supported, nvidia-smi's legend) between every pair. `--knob p2p_read=OK`
+    # gives the VM P2P, and the all-reduce then follows the curve of 8 RTX PRO 6000 on PCIe switches (`pix`).
+    "p2p_read": "NS",
     "virtualization_mode": "Pass-Through",
     # Decoding on the real 8x RTX PRO 6000 deployment this project targets is launch bound: ~100 % util at ~55 %
     # of the 600 W limit with SM clocks at their maximum -- the signature tests/fixtures/nvidia-smi/h200-x1-loads/

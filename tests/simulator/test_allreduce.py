@@ -47,6 +47,17 @@ def test_vm_profile_is_the_recorded_no_p2p_table(tmp_path):
     assert "interconnect profile vm_phb" in r.stdout.splitlines()[0]
 
 
+@pytest.mark.parametrize(("p2p_read", "curve", "peer"), [("NS", "vm_phb", "no"), ("GNS", "vm_phb", "no"),
+                                                          ("OK", "pix", "yes")])
+def test_the_vms_curve_follows_the_p2p_that_nvidia_smi_prints(tmp_path, p2p_read, curve, peer):
+    """The knob that makes `topo -p2p r` print OK gives the all-reduce P2P too: what the host checks read and what the
+    measurement says never disagree."""
+    r = run(tmp_path, {"gpu_model": "rtx-pro-6000", "gpu_count": 8, "p2p_read": p2p_read}, "--ngpus", "8")
+    assert r.returncode == 0, r.stderr
+    assert f"interconnect profile {curve}" in r.stdout.splitlines()[0]
+    assert f"# P2P GPU0 -> GPU1: {peer}" in r.stdout
+
+
 def test_nvlink_profile_for_h200(tmp_path):
     r = run(tmp_path, {"gpu_model": "h200", "gpu_count": 8}, "--ngpus", "8", "--min-bytes", "4096")
     assert r.returncode == 0, r.stderr

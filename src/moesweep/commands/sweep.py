@@ -323,6 +323,8 @@ def report(args, result, failures) -> int:
     recs = [p.record for p in points] + [r.record for r in result.restores]
     if recs:
         print(summary.render_text(summary.summary_rows(recs)))
+        for line in summary.evidence_lines(recs):
+            print(line)
         effects = summary.matrix_effects(recs)
         if effects:
             print(summary.render_matrix_text(effects))

@@ -1,6 +1,7 @@
 """Where the two derivations meet: the simulated nvidia-smi (simulator/, written from the recordings) read by the
 host checks (plugins/module_utils/host_checks.py, written from real output). Each profile knob must put its check in
-the failing state, and the default profiles must pass, exactly as the real output they were written from does."""
+the failing state, and the default profiles must pass (but for the reference VM's missing P2P), exactly as the real
+output they were written from does."""
 
 from __future__ import annotations
 
@@ -53,11 +54,14 @@ def test_default_profile_passes_the_gpu_checks(sim):
     gpus = hc.parse_q_gpus(sim("-q"))
     assert [hc.check_pcie_links(gpus)["verdict"], hc.check_power(gpus)["verdict"],
             hc.check_persistence(gpus)["verdict"], hc.check_errors(gpus, [], True)["verdict"]] == ["ok"] * 4
-    assert hc.check_p2p(hc.parse_topo_p2p(sim("topo", "-p2p", "r")), 2)["verdict"] == "ok"
+    # the reference VM has no P2P (its all-reduce goes through host memory): NS between every pair, a warning
+    p2p = hc.check_p2p(hc.parse_topo_p2p(sim("topo", "-p2p", "r")), 2)
+    assert p2p["verdict"] == "warn" and "NS between 1 of 1 pairs" in p2p["evidence"], p2p
+    assert hc.check_p2p(hc.parse_topo_p2p(sim("topo", "-p2p", "r", p2p_read="OK")), 2)["verdict"] == "ok"
 
 
 @pytest.mark.parametrize(("knob", "check", "needle"), [
-    ({"p2p_read": "NS"}, "p2p", "NS between 1 of 1 pairs"),
+    ({"p2p_read": "GNS"}, "p2p", "GNS between 1 of 1 pairs"),
     ({"pcie_width_current": 8}, "pcie_link", "x8 of x16"),
     ({"power_limit_w": 300}, "power_cap", "300 W of 600 W default"),
     ({"persistence_mode": "Disabled"}, "persistence", "persistence mode off"),

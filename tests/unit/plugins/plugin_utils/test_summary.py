@@ -451,3 +451,31 @@ def test_matrix_effects_per_axis_two_axis_table_failures_and_best_cell():
     assert "crashed in 1 cell(s): RuntimeError: no kernel" in text and "Best cell: a.t" in text
     assert "moe \\ attn" in text
     assert sm.matrix_effects(recs[-1:]) is None
+
+
+def test_evidence_lines_give_each_hosts_warnings_and_the_best_points_all_reduce(sim):
+    recs = copy.deepcopy(sim)
+    checks = [{"name": "p2p", "verdict": "warn", "evidence": "nvidia-smi topo -p2p r: NS between 28 of 28 pairs",
+               "fix": "keep NCCL_P2P_LEVEL / --disable-custom-all-reduce as the host allows"},
+              {"name": "shm", "verdict": "ok", "evidence": "/dev/shm 64 GiB", "fix": ""},
+              {"name": "disk", "verdict": "fail", "evidence": "10 GiB free", "fix": "a larger disk"}]
+    for r in recs:
+        r.setdefault("facts", {})["host_checks"] = checks
+    best = summary.best_point(recs, 16)
+    level = next(lv for lv in best["benchmark"]["levels"] if lv["concurrency"] == 16)
+    level.setdefault("diagnosis", {})["interconnect"] = {
+        "verdict": "interconnect_bound", "share": 0.34,
+        "evidence": ["157 all-reduces x 96.0 us = 15.1 ms of a 44.1 ms decode step (34 %)"],
+        "changes": ["P2P: 56 of 56 GPU pairs have no peer access", "custom all-reduce"]}
+    lines = summary.evidence_lines(recs, 16)
+    hosts = {r["host"] for r in summary.point_records(recs)}
+    assert sorted(line for line in lines if "host checks:" in line) == sorted(
+        f"{h} host checks: 1 ok, 1 warn, 1 fail (moesweep facts -i INVENTORY shows each)" for h in hosts)
+    assert "  warn p2p: nvidia-smi topo -p2p r: NS between 28 of 28 pairs; fix: keep NCCL_P2P_LEVEL" in "\n".join(lines)
+    assert "  fail disk: 10 GiB free; fix: a larger disk" in lines
+    assert not any("shm" in line for line in lines)  # ok checks are counted, not listed
+    assert f"{best['host']} / {best['point']} all-reduce at c16 (interconnect_bound): 157 all-reduces x 96.0 us" \
+        in "\n".join(lines)
+    assert lines[-1] == "  what would change it: P2P: 56 of 56 GPU pairs have no peer access"
+    # nothing recorded, nothing said
+    assert summary.evidence_lines(copy.deepcopy(sim), 16) == []
