@@ -223,5 +223,6 @@ def main():
         time.sleep(POLL_S)
     module.exit_json(changed=False, finished=False, progress=progress(doc, first) or stage_progress.planning())
 
+
 if __name__ == "__main__":
     main()
