@@ -17,8 +17,11 @@ description:
     C(until) - moesweep's benchmark wait (M(moesweep.sweep.sglang_bench_wait), which answers at every level's start
     and end) and the stack install's C(async_status) - is retried at every poll, and the default callback prints each
     retry as C(FAILED - RETRYING), though nothing failed (a sweep printed 152 of them in a passing run).
-  - Here a retry whose result says the job has not C(finished) yet, and did not fail, prints nothing below C(-vv); at
-    C(-vv) and above, and for any other retry, the default callback's line is printed as before.
+  - Here a retry whose result says the job has not C(finished) yet, and did not fail, prints nothing below C(-vv),
+    unless its result carries a line of progress, C(progress.msg) (the model staging's wait,
+    M(moesweep.sweep.model_stage_wait), says the bytes, rate and time left of a download that takes hours), which is
+    printed after the host's name instead; at C(-vv) and above, and for any other retry, the default callback's line is
+    printed as before.
   - ansible-core has no setting for this (its default callback prints every retry, at every verbosity).
 version_added: 0.1.0
 author:
@@ -48,12 +51,23 @@ def is_running_poll(res):
     return "finished" in res and not res.get("finished") and not res.get("failed")
 
 
+def progress_line(res):
+    """The line a running poll's result asks to show (its ``progress.msg``), or None."""
+    progress = res.get("progress")
+    msg = progress.get("msg") if isinstance(progress, dict) else None
+    return msg if isinstance(msg, str) and msg else None
+
+
 class CallbackModule(DefaultCallback):
     CALLBACK_VERSION = 2.0
     CALLBACK_TYPE = "stdout"
     CALLBACK_NAME = "moesweep.sweep.quiet_polls"
 
     def v2_runner_retry(self, result):
-        if is_running_poll(_result_dict(result)) and self._display.verbosity < SHOWN_FROM_VERBOSITY:
+        res = _result_dict(result)
+        if is_running_poll(res) and self._display.verbosity < SHOWN_FROM_VERBOSITY:
+            line = progress_line(res)
+            if line:
+                self._display.display("%s: %s" % (self.host_label(result), line))
             return
         super(CallbackModule, self).v2_runner_retry(result)

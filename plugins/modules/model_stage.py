@@ -17,6 +17,9 @@ description:
   - A re-run with the revision staged and the files at their sizes downloads nothing (C(changed) false).
   - The token goes to the client in E(HF_TOKEN), never on a command line nor in the result.
   - Check mode lists and decides, and changes nothing.
+  - Before the download it writes its plan (the files, their total size, the bytes already there, when it started,
+    its pid) to C(.moesweep-stage-plan.json) in O(local_dir), removed once the stage is verified; run as an async
+    job, M(moesweep.sweep.model_stage_wait) reports the download's bytes, rate and time left against it.
 version_added: 0.1.0
 author:
   - moesweep contributors (!UNKNOWN)
@@ -59,6 +62,8 @@ attributes:
     platforms: posix
 notes:
   - Decisions are C(plugins/module_utils/model_stage.py).
+seealso:
+  - module: moesweep.sweep.model_stage_wait
 """
 
 EXAMPLES = r"""
@@ -69,6 +74,25 @@ EXAMPLES = r"""
     python: /opt/moesweep/venvs/sglang/bin/python
     token: "{{ sglang_server_hf_token }}"
   register: staged
+
+- name: Stage it as an async job, its progress reported while it downloads
+  moesweep.sweep.model_stage:
+    repo_id: lukealonso/GLM-5-NVFP4
+    local_dir: /var/lib/sglang/models/GLM-5-NVFP4
+    python: /opt/moesweep/venvs/sglang/bin/python
+  async: 86400
+  poll: 0
+  changed_when: false
+  register: staging
+
+- name: Wait for the staging job, reporting its progress
+  moesweep.sweep.model_stage_wait:
+    results_file: "{{ staging.results_file }}"
+    local_dir: /var/lib/sglang/models/GLM-5-NVFP4
+  register: staged
+  until: staged.finished
+  retries: 8640
+  delay: 0
 """
 
 RETURN = r"""
@@ -91,9 +115,11 @@ import hashlib
 import json
 import os
 import shutil
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.moesweep.sweep.plugins.module_utils import model_stage as ms
+from ansible_collections.moesweep.sweep.plugins.module_utils import stage_progress
 
 LIST = r"""
 import json, os, sys
@@ -213,6 +239,10 @@ def main():
         module.exit_json(**result)
     if not os.path.isdir(local_dir):
         os.makedirs(local_dir, 0o755)
+    # what model_stage_wait measures the download against, written before the first byte moves
+    sizes = dict((f["name"], f["size"]) for f in files)
+    stage_progress.write_plan(local_dir, stage_progress.plan(
+        p["repo_id"], listed["sha"], files, stage_progress.measure(local_dir, sizes), time.time(), os.getpid()))
     args = [p["repo_id"], listed["sha"], local_dir, json.dumps(ms.allow_patterns(files))]
     _download(module, args, env, result)
     for attempt in (1, 2):
@@ -239,6 +269,10 @@ def main():
     with open(tmp, "w") as handle:
         json.dump(ms.record(p["repo_id"], listed["sha"], local_dir, files), handle, indent=1, sort_keys=True)
     os.replace(tmp, marker_path)
+    try:
+        os.remove(os.path.join(local_dir, stage_progress.PLAN_FILE))  # the marker is the stage's record now
+    except OSError:
+        pass
     module.exit_json(**result)
 
 

@@ -378,7 +378,8 @@ def stage_of(task_action, failed_result=None):
     return {"sglang_preflight": "preflight", "sglang_ready": "readiness", "gpu_released": "restart",
             "sglang_smoke": "smoke", "sglang_accuracy": "accuracy", "sglang_bench": "benchmark",
             "sglang_bench_wait": "benchmark", "gpu_facts": "facts", "port_owner": "preflight",
-            "interconnect_facts": "interconnect", "model_stage": "preflight"}.get(action, "other")
+            "interconnect_facts": "interconnect", "model_stage": "preflight",
+            "model_stage_wait": "preflight"}.get(action, "other")
 
 
 # A node group's readiness also names the rank that decided it and carries every rank's own verdict; a restart's

@@ -31,7 +31,8 @@ is LFS when ``.gitattributes`` names its suffix with ``filter=lfs``, as the hub'
 
 Fault knobs (environment of the server): ``MOESWEEP_SIM_HUB_CUT_AFTER=N`` ends the first GET of each LFS file
 after N bytes (an interrupted download), ``MOESWEEP_SIM_HUB_CORRUPT=path`` serves that file with its last byte
-flipped (a corrupted download: its sha256 no longer matches ``X-Linked-Etag``).
+flipped (a corrupted download: its sha256 no longer matches ``X-Linked-Etag``), ``MOESWEEP_SIM_HUB_RATE=B`` serves
+the body of each LFS file at about B bytes per second (a download long enough to watch its progress).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ import json
 import os
 import re
 import threading
+import time
 import urllib.parse
 from pathlib import Path
 
@@ -97,6 +99,7 @@ class Hub(http.server.ThreadingHTTPServer):
         self.root = Path(root)
         self.cut_after = int(os.environ.get("MOESWEEP_SIM_HUB_CUT_AFTER") or 0)
         self.corrupt = os.environ.get("MOESWEEP_SIM_HUB_CORRUPT") or ""
+        self.rate = int(os.environ.get("MOESWEEP_SIM_HUB_RATE") or 0)
         self.cut_done: set[str] = set()
         self.requests: list[tuple[str, str, str]] = []  # (method, path, Range header): what the client asked
         self.lock = threading.Lock()
@@ -210,6 +213,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.flush()
             self.close_connection = True
             self.connection.shutdown(2)
+            return
+        if self.server.rate and "lfs" in entry:
+            chunk = max(1, self.server.rate // 10)  # ten writes a second
+            for at in range(0, len(body), chunk):
+                self.wfile.write(body[at:at + chunk])
+                self.wfile.flush()
+                time.sleep(len(body[at:at + chunk]) / self.server.rate)
             return
         self.wfile.write(body)
 

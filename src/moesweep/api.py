@@ -259,8 +259,11 @@ class Event:
     """Progress of a run, in order: ``plan`` (the sweep's points), ``point_started``, ``phase`` (a task of the
     point began), ``level_started`` (a benchmark level began: ``detail`` has its concurrency and number of
     prompts), ``level`` (a benchmark level finished: ``detail`` has its concurrency, ``ok`` and ``figures``;
-    both arrive while the benchmark runs), ``point_finished`` (with its record), ``skipped`` (resumed: the point
-    passed before), ``restore``, ``failed`` (a task failed), ``done``."""
+    both arrive while the benchmark runs), ``stage`` (the model's download, at every poll of its staging job and
+    once when it finished: ``detail`` has ``bytes_done``, ``bytes_total``, ``rate_bytes_s``, ``eta_s``, ``msg``
+    (one line, e.g. "lukealonso/GLM-5-NVFP4: 120.3 of 453.0 GB, 210.0 MB/s, about 26 min left") and ``finished``;
+    the last one also ``downloaded``), ``point_finished`` (with its record), ``skipped`` (resumed: the point passed
+    before), ``restore``, ``failed`` (a task failed), ``done``."""
 
     kind: str
     host: str | None = None
@@ -323,6 +326,28 @@ def level_events(host, state: dict, res: dict) -> list[Event]:
     return out
 
 
+STAGE_WAIT = "moesweep.sweep.model_stage_wait"  # follows the async model staging job (playbooks/tasks/sweep_point.yml)
+
+PROGRESS_KEYS = ("bytes_done", "bytes_total", "rate_bytes_s", "eta_s", "msg")
+
+
+def stage_event(host, state: dict, res: dict) -> Event:
+    """One poll of the model's staging job: where its download is; once finished, what was staged."""
+    progress = res.get("progress") or {}
+    detail = {k: progress.get(k) for k in PROGRESS_KEYS}
+    detail["finished"] = bool(res.get("finished"))
+    if detail["finished"]:
+        size = res.get("bytes")
+        detail.update(downloaded=bool(res.get("downloaded")), bytes_total=size if size is not None
+                      else detail["bytes_total"])
+        detail["bytes_done"] = detail["bytes_total"]
+        detail["rate_bytes_s"] = detail["eta_s"] = None
+        gb = "" if size is None else f" ({size / 1e9:.1f} GB)"
+        how = "downloaded now" if detail["downloaded"] else "already on the host"
+        detail["msg"] = f"{res.get('repo_id') or 'the model'}: staged{gb}, {how}"
+    return Event("stage", host=host, point=state.get(host), detail=detail)
+
+
 def events_from_runner(event: dict, state: dict) -> list[Event]:
     """Translate one ansible-runner event into moesweep events (``state`` carries the current point per host)."""
     kind = event.get("event")
@@ -353,8 +378,12 @@ def events_from_runner(event: dict, state: dict) -> list[Event]:
                 state.pop(host, None)
         elif data.get("task_action") == BENCH_WAIT:
             out += level_events(host, state, res)
+        elif data.get("task_action") == STAGE_WAIT:
+            out.append(stage_event(host, state, res))
     elif kind == "runner_retry" and data.get("task_action") == BENCH_WAIT:
         out += level_events(host, state, res)
+    elif kind == "runner_retry" and data.get("task_action") == STAGE_WAIT:
+        out.append(stage_event(host, state, res))
     elif kind == "runner_on_failed" and not data.get("ignore_errors"):
         detail = {"task": data.get("task"), "msg": res.get("msg")}
         if "moesweep_unrecorded" in res:

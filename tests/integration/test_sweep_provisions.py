@@ -59,6 +59,7 @@ def test_the_users_command_provisions_a_bare_host_then_records_a_point(bare):
     assert {c["name"] for c in point["facts"]["host_checks"]} >= {"p2p", "shm", "driver_cuda"}
     # the model: staged from the simulated hub once, served from its local copy with the hub out of the unit's way
     assert "TASK [Stage the model on the host before its first point, lukealonso/GLM-5-NVFP4]" in first.stdout
+    assert "TASK [Wait for the model's staging job, reporting its progress, lukealonso/GLM-5-NVFP4]" in first.stdout
     model = point["model"]
     assert model["repo_id"] == "lukealonso/GLM-5-NVFP4" and re.fullmatch(r"[0-9a-f]{40}", model["revision"])
     assert model["local_path"] == MODEL_DIR and model["downloaded"] is True
@@ -139,3 +140,33 @@ def test_the_staging_module_resumes_a_cut_download_and_fetches_a_corrupted_file_
     out, result = _stage(cluster, host, cluster.hosts[0].extra["hub_url"], "/var/tmp/stage-corrupt")
     assert out.returncode == 0 and result["downloaded"] is True, out.stdout[-3000:]
     assert cluster.sh(host, "sha256sum /var/tmp/stage-corrupt/model.safetensors").stdout.split()[0] == want
+
+
+def test_the_staging_wait_reports_a_slow_downloads_progress_then_a_rerun_finishes_at_its_first_poll(bare, tmp_path):
+    cluster, _settings, _results = bare
+    host = cluster.names[0]
+    dest = "/var/tmp/stage-slow"
+    play = tmp_path / "stage.yml"
+    play.write_text(yaml.safe_dump([{"hosts": host, "gather_facts": False, "tasks": [
+        {"name": "Stage as an async job", "moesweep.sweep.model_stage": {
+            "repo_id": REPO_ID, "local_dir": dest, "endpoint": "{{ url }}", "reserve_bytes": 0,
+            "python": "/opt/moesweep/venvs/client/bin/python"},
+         "async": 600, "poll": 0, "changed_when": False, "register": "job"},
+        {"name": "Wait for the staging job", "moesweep.sweep.model_stage_wait": {
+            "results_file": "{{ job.results_file }}", "local_dir": dest, "wait": "{{ wait | default(1) }}"},
+         "register": "staged", "until": "staged.finished", "retries": 120, "delay": 0},
+    ]}]))
+    # the weights (1 MiB, LFS) at 128 KiB/s: about 8 s of download, a progress line a second
+    with _knob_hub(cluster.hosts[0].gateway, {"MOESWEEP_SIM_HUB_RATE": str(128 << 10)}) as url:
+        first = cluster.playbook(str(play), "-e", f"url={url}", check=False)
+        assert first.returncode == 0, first.stdout[-4000:]
+        lines = [ln for ln in first.stdout.splitlines() if ln.startswith(f"{host}: {REPO_ID}: ")]
+        assert lines and all(" of 1.1 MB, " in ln for ln in lines), first.stdout[-4000:]
+        assert "FAILED - RETRYING" not in first.stdout
+        assert re.search(rf"changed: \[{re.escape(host)}\]", first.stdout.split("TASK [Wait for the staging job]")[1])
+        # a re-run with the model staged (the sweep's poll of 10 s): the job ends at the first poll, nothing changed
+        again = cluster.playbook(str(play), "-e", f"url={url}", "-e", "wait=30", check=False)
+    assert again.returncode == 0, again.stdout[-4000:]
+    assert not [ln for ln in again.stdout.splitlines() if ln.startswith(f"{host}: ")], again.stdout[-2000:]
+    assert re.search(r"changed=0 ", again.stdout), again.stdout[-2000:]
+    assert cluster.sh(host, f"test -e {dest}/.moesweep-stage-plan.json").returncode != 0  # the marker records it

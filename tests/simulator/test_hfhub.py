@@ -121,3 +121,20 @@ def test_unknown_repo_and_revision_are_the_hubs_errors(client, hub, tmp_path):
     _server, url, _repo = hub()
     out = download(client, url, tmp_path / "missing", repo_id="moesweep-sim/nothing-here")
     assert out["error"].startswith("RepositoryNotFoundError"), out
+
+
+def test_a_slow_hub_serves_lfs_bodies_at_about_its_rate(hub):
+    """MOESWEEP_SIM_HUB_RATE: a download long enough to watch model_stage_wait report its progress."""
+    import time
+    import urllib.request
+
+    _server, url, repo = hub(weight_bytes=1 << 20, MOESWEEP_SIM_HUB_RATE=str(4 << 20))
+    sha = json.loads(urllib.request.urlopen(f"{url}/api/models/{REPO_ID}").read())["sha"]
+    t0 = time.monotonic()
+    body = urllib.request.urlopen(f"{url}/{REPO_ID}/resolve/{sha}/model.safetensors").read()
+    took = time.monotonic() - t0
+    assert body == (repo / "model.safetensors").read_bytes()
+    assert 0.2 <= took < 5, took  # 1 MiB at 4 MiB/s
+    t0 = time.monotonic()
+    urllib.request.urlopen(f"{url}/{REPO_ID}/resolve/{sha}/config.json").read()  # not LFS: at once
+    assert time.monotonic() - t0 < 0.2

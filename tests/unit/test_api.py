@@ -154,3 +154,43 @@ def test_results_carry_intervals_sample_counts_and_ties(tmp_path):
     assert res.restores[0].ties == ["a"]
     sla = res.sla(ttft_p99_ms=850.0)
     assert sla["a"]["concurrency"] is None and sla["b"]["concurrency"] == 64 and sla["b"]["confident"] is None
+
+
+STAGE_WAIT = "moesweep.sweep.model_stage_wait"
+
+
+def _stage(kind, res):
+    return {"event": kind, "event_data": {"host": "h1", "task_action": STAGE_WAIT, "res": res}}
+
+
+def test_each_poll_of_the_staging_job_is_a_stage_event_then_its_end():
+    state = {"h1": "triton"}
+    msg = "org/m: 2.0 of 4.0 GB, 100.0 MB/s, about 20 s left"
+    running = {"finished": False, "progress": {"bytes_done": 2 * 10 ** 9, "bytes_total": 4 * 10 ** 9,
+                                               "rate_bytes_s": 1e8, "eta_s": 20.0, "msg": msg}}
+    events = api.events_from_runner(_stage("runner_retry", running), state)
+    assert [(e.kind, e.host, e.point) for e in events] == [("stage", "h1", "triton")]
+    assert events[0].detail == dict(running["progress"], finished=False)
+    done = {"finished": True, "changed": True, "repo_id": "org/m", "bytes": 4 * 10 ** 9, "downloaded": True,
+            "progress": None}
+    (end,) = api.events_from_runner(_stage("runner_on_ok", done), state)
+    assert end.kind == "stage" and end.detail["finished"] is True and end.detail["downloaded"] is True
+    assert end.detail["bytes_done"] == end.detail["bytes_total"] == 4 * 10 ** 9
+    assert end.detail["msg"] == "org/m: staged (4.0 GB), downloaded now"
+    # a re-run with the model staged: its first poll is its end, nothing downloaded
+    (again,) = api.events_from_runner(_stage("runner_on_ok", dict(done, changed=False, downloaded=False)), state)
+    assert again.detail["msg"] == "org/m: staged (4.0 GB), already on the host"
+
+
+def test_the_display_shows_the_downloads_progress(capsys):
+    shown = sweep.Progress(live=False)
+    shown.update(api.Event("point_started", host="h1", point="triton"))
+    msg = "org/m: 2.0 of 4.0 GB, 100.0 MB/s, about 20 s left"
+    shown.update(api.Event("stage", host="h1", point="triton", detail={"msg": msg, "finished": False}))
+    row = shown.rows[("h1", "triton")]
+    assert row["phase"] == "stage" and row["level"] == msg
+    shown.update(api.Event("stage", host="h1", point="triton",
+                           detail={"msg": "org/m: staged (4.0 GB), downloaded now", "finished": True}))
+    assert row["level"] == ""
+    err = capsys.readouterr().err
+    assert "h1 triton: " + msg in err and "h1 triton: org/m: staged (4.0 GB), downloaded now" in err

@@ -183,6 +183,14 @@ class Progress:
                 row.setdefault("levels_done", []).append(text)
                 row["level"] = ", ".join(row["levels_done"])
             line = f"{event.host} {event.point}: level {text}"
+        elif event.kind == "stage":
+            # the model's download, before the point's first restart: its line in the level column while it runs
+            text = event.detail.get("msg") or "staging the model"
+            row = self.rows.get(key)
+            if row is not None:
+                row["phase"] = "stage"
+                row["level"] = "" if event.detail.get("finished") else text
+            line = f"{event.host} {event.point}: {text}"
         elif event.kind == "point_finished":
             rec = event.record or {}
             row = self.rows.setdefault(key, {"start": event.at})

@@ -46,3 +46,17 @@ def test_the_repository_uses_it():
     cfg = configparser.ConfigParser()
     cfg.read(REPO / "ansible.cfg")
     assert cfg["defaults"]["stdout_callback"] == "moesweep.sweep.quiet_polls"
+
+
+def test_a_running_poll_with_a_progress_line_prints_that_line(monkeypatch):
+    """The model's staging wait: one line per poll with the bytes, rate and time left, instead of nothing."""
+    plugin = quiet_polls.CallbackModule()
+    plugin._display = Display(0)
+    monkeypatch.setattr(plugin, "host_label", lambda result: "sim-1")
+    msg = "lukealonso/GLM-5-NVFP4: 120.3 of 453.0 GB, 210.0 MB/s, about 26 min left"
+    plugin.v2_runner_retry(retry({"finished": False, "progress": {"bytes_done": 120300000000, "msg": msg}}))
+    assert plugin._display.lines == ["sim-1: " + msg]
+    # a benchmark's progress has no line: nothing, as before
+    plugin._display.lines.clear()
+    plugin.v2_runner_retry(retry({"finished": False, "progress": {"levels": [], "version": 2}}))
+    assert plugin._display.lines == []

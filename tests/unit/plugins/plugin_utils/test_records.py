@@ -340,4 +340,6 @@ def test_a_model_that_could_not_be_staged_refuses_the_point():
            "free")
     stage = records.stage_of("moesweep.sweep.model_stage", {"msg": msg, "failed": True})
     assert stage == "preflight"
+    # the same refusal, reported by the wait of the async staging job
+    assert records.stage_of("moesweep.sweep.model_stage_wait", {"msg": msg, "failed": True}) == "preflight"
     assert records.point_status(stage, {"msg": msg}, {}, {}, {}, {}) == ("refused", None)
