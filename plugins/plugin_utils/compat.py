@@ -346,9 +346,13 @@ def _matches(rule, ctx):
 
 
 def _fill(text, ctx):
-    """A rule's reason/error with the point's values: {backend} {backend_enum} {quantization} {sm} {value}."""
+    """A rule's reason/error with the point's values: {backend} {backend_enum} {quantization} {sm} {value}
+    {architecture} (the model's; a point without a model leaves it out, with the space after it)."""
     if not text:
         return text
+    architecture = (ctx.get("model") or {}).get("architecture")
+    if not architecture:
+        text = text.replace("{architecture} ", "")
     quant = ctx["quant"]
     values = {
         "backend": ctx["backend"],
@@ -357,6 +361,7 @@ def _fill(text, ctx):
         "sm": ctx["sm"] if ctx["sm"] is not None else "?",
         "value": ctx.get("flag_value", "?"),
         "driver_cuda": ctx.get("driver_cuda") or "<the driver's CUDA version, e.g. 12080 for R570>",
+        "architecture": architecture or "",
     }
     return re.sub(r"\{(\w+)\}", lambda m: str(values.get(m.group(1), m.group(0))), text)
 

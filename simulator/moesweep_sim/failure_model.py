@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import collections
 
-from . import moe_resolution
+from . import moe_resolution, server_args
 from . import templates as T
 
 STAGES = ("server_args", "model_init", "first_forward")
@@ -64,12 +64,16 @@ def _fail(stage, exc_type, text, source, frame=None) -> Failure:
     return Failure(stage, f"{exc_type}: {text}" if text else exc_type, source, frame)
 
 
-def launch_failure(version: str, args: dict, sm: int, architecture: str = "", env: dict | None = None):
-    """The first failure this launch reaches, or None when it serves."""
+def launch_failure(version: str, args: dict, sm: int, architecture: str = "", env: dict | None = None,
+                   gpu_mem_mib: float | None = None):
+    """The first failure this launch reaches, or None when it serves.  ``gpu_mem_mib``: the GPU's total memory as
+    ``nvidia-smi --query-gpu=memory.total`` gives it, which sizes the default chunked prefill (0.5.23
+    ``arg_groups/memory_hook.py`` ``handle_gpu_memory_settings``); None is sglang's own fallback when it cannot
+    read it."""
     env = env or {}
     if version == "0.5.9":
         return _failure_059(args, sm, architecture, env)
-    return _failure_0523(args, sm, architecture, env)
+    return _failure_0523(args, sm, architecture, env, gpu_mem_mib)
 
 
 # ------------------------------------------------------------------------------------------------ sglang 0.5.9
@@ -186,7 +190,7 @@ def _dense_fp8_on_deepgemm_059(args, env) -> bool:
 
 
 # ----------------------------------------------------------------------------------------------- sglang 0.5.23
-def _failure_0523(args, sm, architecture, env):
+def _failure_0523(args, sm, architecture, env, gpu_mem_mib=None):
     requested = args.get("moe_runner_backend") or "auto"
     quant = _quant(args)
     major, minor = divmod(sm, 10)
@@ -225,6 +229,10 @@ def _failure_0523(args, sm, architecture, env):
             "fp8", "mxfp8", "modelopt_fp4", "modelopt_mixed", "nvfp4_online", "minimax_m3_nvfp4", None):
         return _fail("server_args", "AssertionError", T.render(T.ASSERT_TRTLLM_ROUTED_QUANT_23, q=qtext),
                      "sglang 0.5.23 sglang/srt/arg_groups/moe_hook.py:138-148")
+    if requested == "megamoe" or a2a == "megamoe":
+        failure = _mega_moe_token_budget_0523(args, architecture, quant, env, gpu_mem_mib)
+        if failure:
+            return failure
     if quant == "modelopt_fp4":
         return _nvfp4_0523(args, sm, resolved, env)
     if quant == "fp8":
@@ -298,8 +306,24 @@ def _nvfp4_0523(args, sm, resolved, env):
     backend = resolved
     if backend == "auto":
         backend = "marlin" if 80 <= sm < 100 else "flashinfer_trtllm"
-    if a2a == "megamoe" or is_lora:
-        return None  # no MoeRunner: the Mega MoE / LoRA paths (not followed further here)
+    if a2a == "megamoe":
+        # process_weights_after_loading repacks the NVFP4 experts into the Mega MoE layout on any GPU
+        # (modelopt_quant.py:2726-2728 -> _build_mega_moe_weights :2650-2710, DeepGEMM's layout transforms are
+        # tensor ops) and create_moe_runner builds no runner (:3127-3130).  DeepseekV2MoE.forward takes the Mega MoE
+        # path only when the experts are ready (models/deepseek_v2.py:1061-1069, layers/moe/mega_moe.py:163-193): on
+        # SM10x always (the token budget was checked at start-up); on SM90 only for experts built by the SM90 FP8
+        # builder (mega_moe_sm90.py:28-39 needs _mega_moe_sm90_fp8_weights), so the NVFP4 experts reach the fused MoE
+        # path, whose apply() refuses them at the first MoE forward.
+        if major == 10:
+            return None
+        return _fail("first_forward", "RuntimeError", T.render(T.NVFP4_MEGAMOE_NO_FALLBACK_23),
+                     "sglang 0.5.23 sglang/srt/layers/quantization/modelopt_quant.py:3189-3194 (reached from "
+                     "models/deepseek_v2.py:1061-1069 when layers/moe/mega_moe.py:163-169 is_mega_moe_experts_ready "
+                     "is False on SM90: layers/moe/mega_moe_sm90.py:28-39)",
+                     ("sglang/srt/layers/quantization/modelopt_quant.py", 3190, "apply", "raise RuntimeError(",
+                      None, False))
+    if is_lora:
+        return None  # no MoeRunner: the LoRA path (not followed further here)
     if backend == "cutlass":
         return _fail("model_init", "NotImplementedError", T.render(T.NVFP4_CUTLASS_23),
                      "sglang 0.5.23 sglang/srt/layers/quantization/modelopt_quant.py:3144-3148",
@@ -320,15 +344,71 @@ def _nvfp4_0523(args, sm, resolved, env):
                       None, False))
     if backend in ("flashinfer_trtllm", "flashinfer_trtllm_routed"):
         return _trtllm_kernels_0523(sm)
-    if backend == "flashinfer_cutedsl" and sm not in (100, 103, 107):
-        # CuteDslMoEWrapper is declared for SM100/103/107 (flashinfer 0.7.2 fused_moe/cute_dsl/fused_moe.py:663,
-        # an annotation that does not raise): the tcgen05 MMA op refuses the arch when the kernel is traced
-        arch = f"sm_{sm}a"
-        return _fail("first_forward", "OpError",
-                     T.render(T.CUTE_DSL_ARCH, archs="[sm_100a, sm_100f, sm_110a, sm_110f, sm_103a, sm_103f]",
-                              arch=arch),
-                     "nvidia-cutlass-dsl cutlass/cute/nvgpu/tcgen05/mma.py (admissible_archs); flashinfer 0.7.2 "
-                     "flashinfer/fused_moe/cute_dsl/fused_moe.py:663")
+    if backend == "flashinfer_cutedsl" and sm // 10 not in (9, 10):
+        # CuteDslMoEWrapper's @supported_compute_capability([100, 103, 107]) only annotates (flashinfer 0.7.2
+        # fused_moe/cute_dsl/fused_moe.py:663).  Its run() (:1097-1111, the flashinfer autotune dummy forward first)
+        # sorts the tokens before any CuTe DSL GEMM is traced (_moe_core_impl :448-471 -> moe_utils.py:741
+        # _get_moe_utils_module): the moe_utils JIT module is generated for majors [9, 10] only
+        # (jit/moe_utils.py:86-88), so off SM9x/SM10x get_nvcc_flags_list raises.
+        return _fail("first_forward", "RuntimeError", T.render(T.FI_NO_ARCH, majors=[9, 10]),
+                     "flashinfer 0.7.2 flashinfer/jit/moe_utils.py:86-88 -> flashinfer/compilation_context.py:"
+                     "161-164 (moe_sort of fused_moe/cute_dsl/fused_moe.py:460)",
+                     ("flashinfer/compilation_context.py", 162, "get_nvcc_flags_list", "raise RuntimeError(",
+                      None, False))
+    return None
+
+
+# MoE blocks without a fused-MoE fallback under megamoe (0.5.23 arg_groups/mega_moe_hook.py:51-64)
+MEGA_MOE_NO_FALLBACK_ARCHS = frozenset({
+    "DeepseekV4ForCausalLM", "InternS2PreviewForConditionalGeneration", "MellumForCausalLM", "Qwen2MoeForCausalLM",
+    "Qwen3MoeForCausalLM", "Qwen3NextForCausalLM", "Qwen3VLMoeForConditionalGeneration", "Qwen3_5MoeForCausalLM",
+    "Qwen3_5MoeForConditionalGeneration",
+})
+
+
+def _mega_moe_token_budget_0523(args, architecture, quant, env, gpu_mem_mib):
+    """validate_mega_moe_token_budget_for_model (arg_groups/mega_moe_hook.py:78-92, run by the resolution pipeline
+    after the speculative hooks, arg_groups/pipeline.py:320-324): for a model without a fused-MoE fallback or with
+    NVFP4 experts (mega_moe_needs_token_budget :66-75), SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK
+    (environ.py:1470, default 8192) must cover the largest decode graph bucket and each rank's chunked prefill
+    (:161-253).  The defaults come from the GPU's memory (arg_groups/memory_hook.py:87-170): chunked prefill 8192 on
+    H100/H200-class memory, 16384 from 160 GiB up (B200), decode max bs 512 with tp >= 4."""
+    if not (architecture in MEGA_MOE_NO_FALLBACK_ARCHS or quant in ("modelopt_fp4", "minimax_m3_nvfp4")):
+        return None
+    label = architecture
+    src = "sglang 0.5.23 sglang/srt/arg_groups/mega_moe_hook.py"
+    cap = int(env.get("SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK") or 8192)
+    tp = int(args.get("tp_size") or 1)
+    default_chunk, default_max_bs = server_args._capacity_defaults(gpu_mem_mib, tp, "0.5.23")
+    chunk = args.get("chunked_prefill_size")
+    chunk = default_chunk if chunk in (None, "") else int(chunk)
+    decode = int(args.get("cuda_graph_max_bs") or default_max_bs)
+    if args.get("max_running_requests"):
+        decode = min(decode, int(args["max_running_requests"]))
+    if args.get("speculative_algorithm"):
+        decode *= int(args.get("speculative_num_draft_tokens") or 1)
+    if cap < decode:
+        return _fail("server_args", "ValueError",
+                     T.render(T.MEGAMOE_DECODE_BUDGET_23, label=label, dec=decode, cap=cap), src + ":171-183",
+                     ("sglang/srt/arg_groups/mega_moe_hook.py", 174, "validate_mega_moe_token_budget",
+                      "raise ValueError(", None, False))
+    if chunk <= 0:
+        return _fail("server_args", "ValueError", T.render(T.MEGAMOE_CHUNKED_PREFILL_23, label=label),
+                     src + ":191-197",
+                     ("sglang/srt/arg_groups/mega_moe_hook.py", 192, "validate_mega_moe_token_budget",
+                      "raise ValueError(", None, False))
+    dp = int(args.get("dp_size") or 1)
+    if args.get("enable_dp_attention") and dp > 1:  # attn_dp_enabled_of
+        part, psize, align, local = "attn_dp_size", dp, max(tp // dp, 1), chunk // dp
+    else:  # pure TP: global_num_tokens is ceil-aligned to the attention TP size
+        part, psize, align, local = "none", 1, max(tp, 1), chunk
+    required = (local + align - 1) // align * align
+    if cap < required:
+        return _fail("server_args", "ValueError",
+                     T.render(T.MEGAMOE_PREFILL_BUDGET_23, label=label, chunk=chunk, part=part, psize=psize,
+                              align=align, req=required, cap=cap), src + ":240-256",
+                     ("sglang/srt/arg_groups/mega_moe_hook.py", 241, "validate_mega_moe_token_budget",
+                      "raise ValueError(", None, False))
     return None
 
 

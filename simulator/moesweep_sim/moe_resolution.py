@@ -66,6 +66,8 @@ def resolve_backend(version: str, args: dict, sm: int, architecture: str = "") -
             return "triton"  # UnquantizedFusedMoEMethod builds the triton runner
         return requested
     # 0.5.23
+    if requested == "megamoe" or (requested == "auto" and _a2a(args) == "megamoe"):
+        return _mega_moe_runner_0523(quant, sm)
     if requested == "auto":
         if (_major(sm) == 10 and architecture in DEEPSEEK_FAMILY_0523 and _a2a(args) == "none"
                 and quant in ("fp8", "modelopt_fp8", "modelopt_fp4", "modelopt_mixed", None)):
@@ -85,6 +87,26 @@ def resolve_backend(version: str, args: dict, sm: int, architecture: str = "") -
     if quant is None and requested == "experimental_sgl_trtllm":
         return "flashinfer_trtllm"
     return requested
+
+
+def _mega_moe_runner_0523(quant, sm: int) -> str:
+    """What runs the MoE layers under ``--moe-a2a-backend megamoe`` (``megamoe`` is its runner alias,
+    ``arg_groups/mega_moe_hook.py`` ``handle_moe_runner_backend_alias``): the DeepGEMM Mega MoE kernel where the
+    experts were built into its layout, else every forward takes the fused MoE path with the ``auto`` runner.
+
+    * NVFP4 (``modelopt_quant.py:2726-2728``) and MXFP4 experts are built on any GPU, Mega MoE runs them on SM10x
+      (``layers/moe/mega_moe.py:163-169``); on SM90 NVFP4 experts fail (failure_model.py).
+    * block-FP8 experts are built only on SM90 (``fp8.py:2266-2273``, ``mega_moe_sm90.py:97-149``), and run there
+      when the installed DeepGEMM has ``fp8_mega_moe`` (``mega_moe_sm90.py:28-39``, assumed for sgl-deep-gemm
+      0.2.3.post2).  On SM10x Fp8MoEMethod's ``auto`` is triton: its DeepGEMM choice needs a DeepEP-class a2a
+      backend (``fp8.py:1530-1542``, ``2962-2971``).
+    * unquantized experts are never built; UnquantizedFusedMoEMethod's ``auto`` is triton (``unquant.py:1169-1194``).
+    """
+    if quant is None:
+        return "triton"
+    if quant == "fp8":
+        return "megamoe" if _major(sm) == 9 else "triton"
+    return "megamoe"
 
 
 def server_args_backend(version: str, args: dict, sm: int, architecture: str = "") -> str:

@@ -139,7 +139,8 @@ class Server:
                                                       model_facts(args.get("model_path") or "")[1])
         # where this launch dies for backend / quantization / GPU reasons (failure_model.py), None: it serves
         self.failure = failure_model.launch_failure(version, args, self.sm,
-                                                    model_facts(args.get("model_path") or "")[1], env=os.environ)
+                                                    model_facts(args.get("model_path") or "")[1], env=os.environ,
+                                                    gpu_mem_mib=self.gpu["memory_total_mib"])
         self.quant = args.get("quantization")
         self.served_name = args.get("served_model_name") or args.get("model_path")
         self.status = "Starting"  # ServerStatus.Starting / Up / UnHealthy
@@ -769,7 +770,10 @@ def log_notices_before(version: str, args: dict, failure) -> None:
     _handle_model_specific_adjustments (the DSA warnings) before _handle_moe_kernel_config, whose asserts come before
     its shared-experts warning; 0.5.23's pipeline runs handle_mega_moe first of all, handle_moe_kernel_config (the
     NVFP4-auto info, then the asserts, then the shared-experts fusion pass) after handle_model_specific_adjustments,
-    and check_server_args (the LoRA checks) after the whole pipeline (arg_groups/pipeline.py)."""
+    and check_server_args (the LoRA checks) after the whole pipeline (arg_groups/pipeline.py).  Mega MoE failures log
+    nothing before them here: check_mega_moe_compat runs first of all; validate_mega_moe_token_budget_for_model runs
+    late (pipeline.py:320-324), after notices ResolvedArgs does not model for --moe-a2a-backend megamoe, so they are
+    left out rather than guessed."""
     if "mega_moe_hook" in failure.source:
         return
     weights_gb, cls, _kv, mla, *_ = model_facts(args.get("model_path") or "")
@@ -791,9 +795,9 @@ def main(argv=None) -> int:
     version = resolve_version()
     Log.write(f"[moesweep-sim] SIMULATED SGLang server (no GPU) emulating sglang {version}\n")
     args, spec = sgl_cli.parse(version, argv)
-    sm = gpustate.gpu_info(gpustate.profile())["sm"]
-    failure = failure_model.launch_failure(version, args, sm, model_facts(args.get("model_path") or "")[1],
-                                           env=os.environ)
+    gpu = gpustate.gpu_info(gpustate.profile())
+    failure = failure_model.launch_failure(version, args, gpu["sm"], model_facts(args.get("model_path") or "")[1],
+                                           env=os.environ, gpu_mem_mib=gpu["memory_total_mib"])
     if failure is not None and failure.stage == "server_args":
         # ServerArgs resolution raises in the launching process: what it logged before the failing step, the
         # traceback, exit status 1, no scheduler

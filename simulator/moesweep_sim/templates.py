@@ -290,6 +290,29 @@ MEGAMOE_ARCH_23 = Tpl("sglang", "sglang/srt/arg_groups/mega_moe_hook.py", V23, (
     "--moe-a2a-backend megamoe needs a CUDA SM90 GPU (block-FP8 experts) or an SM100-class GPU (MXFP4 / NVFP4 "
     "experts); it runs DeepGEMM kernels over CUDA symmetric memory. On ROCm, set "
     "SGLANG_AMD_USE_FLYDSL_MEGA_MOE=1 to select aiter MegaMoEv2 instead.",))
+# validate_mega_moe_token_budget (arg_groups/mega_moe_hook.py:161-253), run for a model without a fused-MoE
+# fallback or with NVFP4 experts (mega_moe_needs_token_budget, :66-75); {label} is the model's architecture
+MEGAMOE_DECODE_BUDGET_23 = Tpl("sglang", "sglang/srt/arg_groups/mega_moe_hook.py", V23, (
+    "{label} with MegaMoE requires SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK to cover the largest decode "
+    "/ verify forward on one rank. Current values: largest decode graph bucket x tokens per request = {dec}, "
+    "SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK={cap}. Raise the env var to at least {dec} or lower "
+    "--cuda-graph-max-bs / --max-running-requests / --speculative-num-draft-tokens.",))
+MEGAMOE_CHUNKED_PREFILL_23 = Tpl("sglang", "sglang/srt/arg_groups/mega_moe_hook.py", V23, (
+    "{label} with MegaMoE requires chunked prefill to be enabled. Set --chunked-prefill-size to a positive value; "
+    "--chunked-prefill-size=-1 is unsafe because MegaMoE's per-rank token requirement would not have a strict "
+    "prefill-forward bound.",))
+MEGAMOE_PREFILL_BUDGET_23 = Tpl("sglang", "sglang/srt/arg_groups/mega_moe_hook.py", V23, (
+    "{label} with MegaMoE requires SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK to cover each rank's "
+    "effective prefill token budget. Current values: chunked_prefill_size={chunk}, token_partition={part}, "
+    "token_partition_size={psize}, token_alignment={align}, required_per_rank={req}, "
+    "SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK={cap}. Set "
+    "SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK to at least {req}, or lower --chunked-prefill-size until "
+    "the effective per-rank budget fits.",))
+# ModelOptNvFp4FusedMoEMethod.apply (layers/quantization/modelopt_quant.py:3189-3194): NVFP4 experts repacked into the
+# Mega MoE layout reached the fused MoE path
+NVFP4_MEGAMOE_NO_FALLBACK_23 = Tpl("sglang", "sglang/srt/layers/quantization/modelopt_quant.py", V23, (
+    "NVFP4 MegaMoE experts cannot fall back to the fused MoE path; the model block must route every forward through "
+    "run_mega_routed_experts (check the MegaMoE token budget).",))
 NVFP4_CUTLASS_23 = Tpl("sglang", "sglang/srt/layers/quantization/modelopt_quant.py", V23, (
     "moe_runner_backend=cutlass is not supported for NVFP4 MoE. Use --moe-runner-backend flashinfer_cutlass "
     "instead.",))
@@ -330,12 +353,6 @@ DEEPGEMM_ARCH = Tpl("deep_gemm-cpp", "deep_gemm/deep_gemm_cpp.abi3.so", V9, (
 # sm90_ and sm100_ grouped-GEMM dispatchers exist
 SGL_KERNEL_FP8_GROUPED_MM = Tpl("sgl-kernel-cpp", "sgl_kernel/sm100/common_ops.abi3.so", V23, (
     "No implemented fp8_blockwise_scaled_grouped_mm for current compute capability: {sm}",))
-# nvidia-cutlass-dsl (flashinfer 0.7.2's CuTe DSL MoE, CuteDslMoEWrapper built for SM100/103/107 only,
-# flashinfer/fused_moe/cute_dsl/fused_moe.py:663): the tcgen05 block-scaled MMA op checks the target arch when
-# the kernel is traced, cutlass/cute/nvgpu/tcgen05/mma.py `f"expects arch to be one of {self.admissible_archs},
-# but got {arch}"` (https://github.com/NVIDIA/cutlass/issues/2800 shows the text for sm_121a).
-CUTE_DSL_ARCH = Tpl("cutlass-dsl", "cutlass/cute/nvgpu/tcgen05/mma.py", V23, (
-    "expects arch to be one of {archs}, but got {arch}",))
 
 # torch's CUDA caching allocator message (c10/cuda/CUDACachingAllocator.cpp), not in any wheel
 # we check; shape as printed by torch >= 2.1.

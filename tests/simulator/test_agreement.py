@@ -37,17 +37,16 @@ REFERENCE_FLAGS = {"tp-size": "8", "attention-backend": "flashinfer"}
 # The cells the two sides still disagree on, each with why it is not resolved (the simulator always serves or fails;
 # the preflight may answer `unknown`).  The agreement test fails when this list and the disagreements differ, so a
 # cell resolved on either side has to leave it.
-MEGAMOE_UNDECIDED = ("the simulator serves, the preflight says unknown: past check_mega_moe_compat the Mega MoE path "
-                     "(the token-budget check against the GPU's default chunked prefill size, the experts' format per "
-                     "SM, the fallback to the fused MoE when the mega weights are not built) was not followed far "
-                     "enough on either side")
 UNRESOLVED: dict = {
-    ("0.5.23", "megamoe", quant, sm): MEGAMOE_UNDECIDED for quant in QUANTS for sm in (90, 100)
-} | {
-    ("0.5.23", "flashinfer_cutedsl", "modelopt_fp4", 120):
-        "both fail at the first forward, with a text neither side verified: the simulator prints the CuTe DSL "
-        "arch check's form as public logs show it (its admissible-arch list depends on nvidia-cutlass-dsl), the "
-        "preflight names no text",
+    ("0.5.23", "megamoe", "fp8", 90):
+        "the launch serves either way, but which kernel runs is the installed DeepGEMM's: block-FP8 experts are "
+        "built into the SM90 Mega "
+        "MoE layout (sglang 0.5.23 layers/quantization/fp8.py:2266-2273), and DeepseekV2MoE routes through it only "
+        "when layers/moe/mega_moe_sm90.py:28-39 is_sm90_fp8_mega_moe_available finds deep_gemm.fp8_mega_moe and "
+        "deep_gemm.mega_moe_pre_dispatch_sm90 (hasattr on the imported module), else every forward takes the triton "
+        "fused MoE over the gate/up-interleaved weights; the pinned sgl-deep-gemm 0.2.3.post2 is not readable here "
+        "(no public tag or wheel in reach), so the simulator assumes it ships them (runs megamoe) and the preflight "
+        "says unknown",
 }
 
 
@@ -65,7 +64,9 @@ def cells():
 
 def simulated(version, backend, quant, sm):
     args = {"moe_runner_backend": backend, "quantization": quant, "tp_size": 8, "attention_backend": "flashinfer"}
-    failure = failure_model.launch_failure(version, args, sm, GLM5, env={})
+    gpu = next(name for name, profile_sm in PROFILES.items() if profile_sm == sm)
+    failure = failure_model.launch_failure(version, args, sm, GLM5, env={},
+                                           gpu_mem_mib=gpus.MODELS[gpu]["memory_total_mib"])
     runs = moe_resolution.resolve_backend(version, args, sm, GLM5)
     return failure, runs
 
@@ -171,6 +172,35 @@ def test_sm100_only_paths_serve_on_b200():
         assert simulated(version, "auto", "modelopt_fp4", 100) == (None, "flashinfer_trtllm")
     assert simulated("0.5.23", "flashinfer_cutedsl", "modelopt_fp4", 100)[0] is None
     assert simulated("0.5.23", "flashinfer_trtllm_routed", "fp8", 100)[0] is None
+
+
+def test_megamoe_on_glm5_follows_the_experts_format():
+    """0.5.23 --moe-runner-backend megamoe (mega_moe_hook.py, mega_moe.py, modelopt_quant.py, fp8.py): NVFP4 experts
+    need the Mega MoE token budget at start-up (B200's default chunked prefill 16384 > the 8192 default), have no
+    fused-MoE fallback (SM90), and run Mega MoE within the budget on SM100; experts never built into the Mega MoE
+    layout (block-FP8 on SM100, bf16) run triton."""
+    b200 = gpus.MODELS["b200"]["memory_total_mib"]
+    nvfp4 = {"moe_runner_backend": "megamoe", "quantization": "modelopt_fp4", "tp_size": 8}
+    failure = failure_model.launch_failure("0.5.23", nvfp4, 100, GLM5, env={}, gpu_mem_mib=b200)
+    assert failure.stage == "server_args" and failure.exc.startswith(f"ValueError: {GLM5} with MegaMoE requires ")
+    assert "chunked_prefill_size=16384, token_partition=none, token_partition_size=1, token_alignment=8, " \
+           "required_per_rank=16384, SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK=8192." in failure.exc
+    env = {"SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK": "16384"}
+    assert failure_model.launch_failure("0.5.23", nvfp4, 100, GLM5, env=env, gpu_mem_mib=b200) is None
+    assert failure_model.launch_failure("0.5.23", dict(nvfp4, chunked_prefill_size=8192), 100, GLM5,
+                                        gpu_mem_mib=b200) is None
+    assert moe_resolution.resolve_backend("0.5.23", nvfp4, 100, GLM5) == "megamoe"
+    failure, _ = simulated("0.5.23", "megamoe", "modelopt_fp4", 90)
+    assert failure.stage == "first_forward" and failure.exc.startswith(
+        "RuntimeError: NVFP4 MegaMoE experts cannot fall back to the fused MoE path;")
+    for quant, sm in (("fp8", 100), (None, 90), (None, 100)):
+        assert simulated("0.5.23", "megamoe", quant, sm) == (None, "triton"), (quant, sm)
+
+
+def test_cutedsl_moe_off_sm9x_sm10x_fails_in_the_moe_sort_jit():
+    failure, _ = simulated("0.5.23", "flashinfer_cutedsl", "modelopt_fp4", 120)
+    assert failure.stage == "first_forward"
+    assert failure.exc == "RuntimeError: No supported CUDA architectures found for major versions [9, 10]."
 
 
 def test_failure_model_reads_no_knowledge_base():

@@ -17,7 +17,7 @@ import re
 import string
 
 import pytest
-from moesweep_sim import failure_model
+from moesweep_sim import failure_model, gpus
 from moesweep_sim import templates as T
 from simulator.real_wheels import WHEELS, source
 
@@ -95,10 +95,11 @@ def _failure_frames():
     for version in ("0.5.9", "0.5.23"):
         for backend in sorted(failure_model.ENUM_NAMES):
             for quant in ("modelopt_fp4", "fp8", None):
-                for sm in (90, 100, 120):
+                for sm, gpu in ((90, "h200"), (100, "b200"), (120, "rtx-pro-6000")):
                     for env in ({}, {"SGLANG_ENABLE_JIT_DEEPGEMM": "0"}):
                         f = failure_model.launch_failure(version, {"moe_runner_backend": backend, "quantization": quant,
-                                                                   "tp_size": 8}, sm, "GlmMoeDsaForCausalLM", env)
+                                                                   "tp_size": 8}, sm, "GlmMoeDsaForCausalLM", env,
+                                                         gpu_mem_mib=gpus.MODELS[gpu]["memory_total_mib"])
                         if f is not None and f.frame:
                             frames[(version, f.frame)] = f.exc
     return frames

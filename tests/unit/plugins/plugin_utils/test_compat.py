@@ -490,3 +490,22 @@ def test_rules_see_flags_under_any_spelling_the_parser_accepts(version):
     for spelling in ("ep-size", "ep", "expert-parallel-size", "ep-si"):
         v = ev("cutlass", quant="fp8", version=version, facts=SM90, **{spelling: 8})
         assert v["status"] == "unsupported" and "ep_size == 1" in v["error"], spelling
+
+
+def test_megamoe_nvfp4_token_budget_names_the_model_and_follows_the_budget():
+    """0.5.23 megamoe with NVFP4 experts: the start-up budget check on SM10x names the model's architecture when the
+    point gives the model; the env var or a smaller --chunked-prefill-size lifts it, a larger one trips it on SM90."""
+    point = {"backend": "megamoe", "quantization": "modelopt_fp4", "sglang_version": "0.5.23", "flags": {},
+             "environment": {}, "model": {"architecture": "GlmMoeDsaForCausalLM", "index_topk": 2048}}
+    facts = {"sm": "sm100", "gpu_count": 8, "cuda_toolkit": {"release": "13.0"}}
+    v = compat.evaluate(point, facts, KB)
+    assert (v["status"], v["stage"]) == ("unsupported", "server_args")
+    assert v["error"].startswith("ValueError: GlmMoeDsaForCausalLM with MegaMoE requires ")
+    bare = compat.evaluate(dict(point, model=None), facts, KB)
+    assert bare["error"].startswith("ValueError: with MegaMoE requires ")
+    for lifted in ({"environment": {"SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK": "16384"}},
+                   {"flags": {"chunked-prefill-size": "8192"}}):
+        v = compat.evaluate(dict(point, **lifted), facts, KB)
+        assert (v["status"], v["effective_backend"]) == ("caveat", "megamoe"), lifted
+    v = compat.evaluate(dict(point, flags={"chunked-prefill-size": "16384"}), dict(facts, sm="sm90"), KB)
+    assert (v["status"], v["stage"]) == ("unsupported", "server_args")
