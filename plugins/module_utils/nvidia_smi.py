@@ -437,6 +437,12 @@ def parse_topo_matrix_details(text):
         width = max(len(r[1]) for r in rows)
         # A NIC row places its X after all the GPU columns: NICk's X at p means p - k GPU columns.
         nic_rows = [r for r in rows if r[0].startswith("NIC") and "X" in r[1]]
+        # An NV# cell links two GPUs (a NIC's cells are PIX / PXB / PHB / NODE / SYS): the columns up to the last one
+        # are GPUs, whether or not the paste kept their rows (https://github.com/vllm-project/vllm/issues/16336 shows
+        # GPU0-GPU5 of 8 B200 without the header: GPU6 and GPU7 are columns 7 and 8, not NICs).
+        nvlink_columns = [i for r in gpu_rows for i, code in enumerate(r[1]) if code.startswith("NV")]
+        if nvlink_columns:
+            n_gpu = max(n_gpu, max(nvlink_columns) + 1)
         if nic_rows:
             n_gpu = nic_rows[0][1].index("X") - int(nic_rows[0][0][3:])
         elif width > n_gpu:
@@ -758,6 +764,11 @@ def parse_smi_q(text):
     result = {"attached_gpus": None, "vgpu_host": False, "gpus": []}
     current = None
     stack = []
+    # ``nvidia-smi -q | grep -E "Product Name|..."`` keeps a GPU's rows but not its "GPU 00000000:..." line
+    # (https://github.com/NVIDIA/mig-parted/issues/120): then each "Product Name" at the first indent it is seen at
+    # opens a GPU of unknown bus id. Only where no GPU line was seen at all.
+    headed = any(_Q_GPU_RE.match(raw.rstrip()) for raw in strip_ansi(text).splitlines())
+    product_indent = None
     for raw in strip_ansi(text).splitlines():
         line = raw.rstrip()
         if not line.strip():
@@ -772,6 +783,12 @@ def parse_smi_q(text):
         indent = len(line) - len(line.lstrip())
         while stack and stack[-1][0] >= indent:
             stack.pop()
+        if m and not headed and indent > 0 and m.group(2).strip() == "Product Name" and not any(i for i, _n in stack):
+            if product_indent is None:
+                product_indent = indent
+            if indent == product_indent:
+                current = {"pci_bus_id": None, "_rows": {}}
+                result["gpus"].append(current)
         if m:
             key = m.group(2).strip()
             value = (m.group(3) or "").strip()
@@ -780,7 +797,7 @@ def parse_smi_q(text):
                     result["attached_gpus"] = to_number(value) if isinstance(to_number(value), int) else None
                 continue
             if current is not None:
-                path = "/".join([name for _i, name in stack] + [key]).lower()
+                path = "/".join([name for i, name in stack if i > 0] + [key]).lower()
                 current["_rows"].setdefault(path, value)
             continue
         if indent == 0 and line.strip().startswith("vGPU Driver Capability"):

@@ -264,8 +264,12 @@ _ARGPARSE_RE = re.compile(
 )
 # A traceback logged with a header (older releases: "[... TP0] Traceback (most recent call last):")
 _HEADER_TRACEBACK_RE = re.compile(r"^Traceback \(most recent call last\)")
-# A top-level exception line: "RuntimeError: ...", "torch.OutOfMemoryError: ...", "Exception: ..."
-_EXC_LINE_RE = re.compile(r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)(?::|$)")
+# A top-level exception line: "RuntimeError: ...", "torch.OutOfMemoryError: ...", "Exception: ...", and Triton's
+# "triton.runtime.errors.OutOfResources: ..." (triton python/triton/runtime/errors.py class OutOfResources, whose
+# name ends in none of the usual suffixes; https://github.com/sgl-project/sglang/issues/8513).
+_EXC_LINE_RE = re.compile(
+    r"^(?:[A-Za-z_][\w]*\.)*(?:[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)|OutOfResources)(?::|$)"
+)
 _KILLED_RE = re.compile(r"^(?:Killed|已杀死|Aborted(?: \(core dumped\))?|Segmentation fault(?: \(core dumped\))?)\s*$")
 
 # --------------------------------------------------------------------------------------------------
@@ -312,7 +316,15 @@ _ARCH_RE = re.compile(
     r"requires an? SM ?\d+|requires (?:Blackwell|Hopper)\b|"
     # sglang 0.5.9 model_loader/loader.py:232-242 (0.5.23 :256-266): "The quantization method modelopt_fp4 is not
     # supported for the current GPU. Minimum capability: 100. Current capability: 90."
-    r"is not supported for the current GPU\. Minimum capability|Minimum capability: \d+\. Current capability: \d+"
+    r"is not supported for the current GPU\. Minimum capability|Minimum capability: \d+\. Current capability: \d+|"
+    # A kernel config that needs more shared memory per block than this GPU has: Triton's OutOfResources
+    # ("out of resource: shared memory, Required: 147456, Hardware limit: 101376. Reducing block sizes or `num_stages`
+    # may help.", triton python/triton/runtime/errors.py). The fused-MoE Triton configs assume a datacenter GPU's
+    # shared memory; SM120 / SM121 (RTX PRO 6000, RTX 50xx, GB10) have 101376 bytes, so a MoE model without a tuned
+    # config for the device dies on its first forward (https://github.com/sgl-project/sglang/issues/8513, /issues/28019;
+    # sglang PR #9251 "Triton MoE kernels exceed SM120's 101KB shared memory limit", PR #28038). Not GPU memory: OOM's
+    # words never match it.
+    r"shared memory, Required: \d+, Hardware limit: \d+"
 )
 _OOM_RE = re.compile(
     r"CUDA out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|"
@@ -358,11 +370,23 @@ _CAUSE_PATTERNS = (
         re.compile(
             r"NCCL error|ncclCommInitRank|NCCL WARN|ProcessGroupNCCL(?!\.cpp)|DistBackendError|nccl\w*Error|"
             r"gloo|collective operation timeout|Connection closed by peer|init_process_group|"
-            r"custom_all_reduce|TCPStore|dist-init-addr|Heartbeat monitor timed out|collective timeout"
+            r"custom_all_reduce|TCPStore|dist-init-addr|Heartbeat monitor timed out|collective timeout|"
+            # torch.distributed's rendezvous store: TCPStore.cpp raises DistStoreError "Timed out after 601 seconds
+            # waiting for clients. 1/4 clients joined." (https://github.com/sgl-project/sglang/issues/507),
+            # DistNetworkError on a broken store socket; socket.cpp warns "[c10d] waitForInput: socket ... timed out
+            # after 1800000ms" while a node waits for the others (https://github.com/sgl-project/sglang/issues/7478).
+            r"DistStoreError|DistNetworkError|clients joined\.|\[c10d\]"
         ),
     ),
 )
 _NCCL_PRIO = [cause for cause, _rx in _CAUSE_PATTERNS].index("nccl")
+# NCCL's error return trace: NCCLCHECK logs each failing call on its way out as INFO "file.cc:line -> code"
+# (NVIDIA/nccl src/include/checks.h, INFO(NCCL_ALL,"%s:%d -> %d", __FILE__, __LINE__, res)). Reaching init.cc after an
+# "NCCL WARN" means communicator init failed ("misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to ... failed",
+# then "bootstrap.cc:285 -> 2", "init.cc:1534 -> 2", "init.cc:1799 -> 2": https://github.com/sgl-project/sglang/
+# issues/6017). A candidate only (the Python error it becomes may be cut from the excerpt); dropped if the launch goes
+# on past init.
+_NCCL_INIT_FAIL_RE = re.compile(r"NCCL INFO init\.cc:\d+ -> [1-9]\d*\s*$")
 _WARMUP_CAUSE_RE = re.compile(r"Initialization failed\. warmup error")
 # How a process died by a signal. The exit code decides: multiprocessing gives -signum (0.5.23
 # entrypoints/engine.py:2002-2010 "Rank {rank} scheduler died during initialization (exit code: -11). If exit
@@ -653,6 +677,7 @@ class SglangLogClassifier:
         self._last_hms = None
         self._oom_killer_line = None
         self._in_dump = False
+        self._pending_soft = False  # the candidate is NCCL's init return trace: void once the launch goes on
 
     # ------------------------------------------------------------------ feeding
     def feed(self, text, t=None):
@@ -679,9 +704,10 @@ class SglangLogClassifier:
             return rec.wall + self._day_offset
         return self.last_time
 
-    def _candidate(self, line, phase=None):
+    def _candidate(self, line, phase=None, soft=False):
         self._pending = line
         self._pending_phase = phase if phase is not None else self.phase
+        self._pending_soft = soft
 
     def _feed_record(self, rec, t):
         msg = rec.msg
@@ -733,6 +759,14 @@ class SglangLogClassifier:
         self._track_phase(msg, now)
 
         if harmless:
+            if (
+                self._pending is None
+                and not self.crashed
+                and _NCCL_INIT_FAIL_RE.search(msg)
+                and any("NCCL WARN" in line for line in self._recent)
+            ):
+                # the cause comes from the NCCL WARN kept in _recent (this line itself is INFO)
+                self._candidate(msg.strip(), soft=True)
             return
 
         stripped = msg.strip()
@@ -788,12 +822,15 @@ class SglangLogClassifier:
             self._note_cause(stripped)
             self._candidate(stripped, self._marker_phase(stripped))
             return
-        if re.search(r"NCCL WARN|ERROR|[Ee]rror:|CUDA error", msg):
+        if re.search(r"NCCL WARN|ERROR|[Ee]rror:|CUDA error|\[c10d\]", msg):
             self._recent.append(stripped)
             del self._recent[:-20]
 
     # ------------------------------------------------------------------ phases
     def _enter(self, phase, now):
+        if self._pending_soft and _PHASE_INDEX[phase] > _PHASE_INDEX["init"]:
+            self._pending = None  # NCCL's init failed trace, yet the launch went on: survived
+            self._pending_soft = False
         if self._phase_times.get(phase) is None:
             self._phase_times[phase] = now
         if _PHASE_INDEX[phase] > _PHASE_INDEX[self.phase]:

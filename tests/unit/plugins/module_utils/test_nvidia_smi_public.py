@@ -230,6 +230,9 @@ def test_topo_shifted_row_is_left_out_not_misread():
         ("topo-collect-env-wrapper-vllm-19176.txt", 4, "nvlink", "0-31,64-95", "0"),
         ("topo-collect-env-wrapper-18nics-vllm-25848.txt", 3, "nvlink", "0-23,144-167", "0"),
         ("topo-check-env-wrapper-gb200-570-sglang-11208.txt", 3, "nvlink", "0-71", "0,3-9,11-17"),
+        ("topo-collect-env-tabs-6nics-vllm-9763.txt", 4, "nvlink", "0-31,64-95", "0"),
+        ("topo-nv18-10nics-vllm-29944.txt", 5, "nvlink", "0-55,112-167", "0"),
+        ("topo-8x4090-all-sys-nic-rows-go-gpuallocator-17.txt", 8, "pcie-sys", "0-55,112-167", "0"),
     ],
 )
 def test_topo_public_matrices(name, rows, summary, cpu0, numa0):
@@ -391,6 +394,12 @@ def test_saved_output_conflicts_are_reported():
         ("qx-591-rtx4090-html-escaped-1panel-11910.txt", 1, "591.74", "13.1", "8.9", "single"),
         ("topo-check-env-wrapper-gb200-570-sglang-11208.txt", 4, None, None, None, "nvlink"),
         ("topo-mp-pcie-only-prompt-deepep-60.txt", 8, None, None, None, "pcie"),
+        ("table-580-a100-bottlerocket-prompt-e-process-834.txt", 2, "580.126.09", "13.0", "8.0", None),
+        # FreeBSD's own driver: no CUDA library, so "CUDA Version: N/A" -- not a vGPU host
+        ("table-575-rtx5070-freebsd-cuda-na-libc6-shim-14.txt", 1, "575.64.03", None, "12.0", "single"),
+        ("table-580-rtx3060-arm-pci-domain1-pi-pcie-790.txt", 1, "580.95.05", "13.0", "8.6", "single"),
+        ("topo-8x4090-all-sys-nic-rows-go-gpuallocator-17.txt", 8, None, None, None, "pcie"),
+        ("topo-nv18-10nics-vllm-29944.txt", 8, None, None, None, "nvlink"),
     ],
 )
 def test_saved_output_public_samples(name, count, driver, cuda, cap, interconnect):
@@ -635,3 +644,46 @@ def test_table_lines_in_quotes_or_in_docker_json_records():
         got = n.merge_saved_outputs([n.read_saved_output(variant)])
         assert got["gpus"] == plain["gpus"] and got["gpu_count"] == 2
         assert got["driver_version"] == "550.90.07" and got["compute_cap"] == "9.0"
+
+
+# ---- #30 item 6: readings a blind check of public output got wrong -----------------------------------------------
+
+
+def test_topo_without_header_counts_the_gpu_columns_its_nvlink_cells_reach():
+    # 8 B200, rows GPU0-GPU5 only, no header: columns 7 and 8 hold NV18 in GPU0's row, so they are GPU6 and GPU7
+    # (a NIC is never NV#), and GPU2 -- NODE / SYS to every GPU -- is the one off the NVLink fabric
+    topo = n.parse_topo_matrix_details(read("topo-b200-no-header-gpu2-off-nvlink-vllm-16336.txt"))
+    assert topo["header"] is False
+    assert topo["devices"][:9] == [f"GPU{i}" for i in range(8)] + ["NIC0"] and len(topo["devices"]) == 20
+    assert topo["links"]["GPU0"]["GPU7"] == "NV18" and topo["links"]["GPU2"]["GPU6"] == "SYS"
+    assert topo["links"]["GPU0"]["NIC0"] == "PXB" and topo["links"]["GPU5"]["NIC5"] == "PXB"
+    summary, pairs = n.summarise_interconnect(topo)
+    assert summary == "mixed" and pairs["nvlink"] == 20  # the 21 pairs of 7 NVLink GPUs but GPU6-GPU7 (no row)
+    f = facts("topo-b200-no-header-gpu2-off-nvlink-vllm-16336.txt")
+    assert f["gpu_count"] == 8 and f["interconnect"] == "mixed"
+    # no NV# cell, no header, no NIC row: nothing tells GPU columns from NIC columns, as before
+    pcie = read("topo-mp-pcie-only-prompt-deepep-60.txt")
+    assert any("taken for NICs" in w for w in n.parse_topo_matrix_details("\n".join(pcie.splitlines()[2:]))["warnings"])
+
+
+def test_q_rows_grepped_out_of_their_gpu_block():
+    # `nvidia-smi -q | grep -E "Product Name|..."`: no "GPU 00000000:..." line, one H200
+    f = facts("q-grep-h200-product-lines-mig-parted-120.txt")
+    assert f["formats"] == ["query"] and f["gpu_count"] == 1
+    assert (f["gpus"][0]["name"], f["compute_cap"], f["sm"]) == ("NVIDIA H200", "9.0", "sm90")
+    q = n.parse_smi_q(read("q-grep-h200-product-lines-mig-parted-120.txt"))
+    assert [(g["pci_bus_id"], g["architecture"]) for g in q["gpus"]] == [(None, "Hopper")]
+    # two GPUs grepped: two blocks; a full -q keeps its blocks by bus id
+    two = "    Product Name                          : NVIDIA H100 80GB HBM3\n" * 2
+    assert len(n.parse_smi_q(two)["gpus"]) == 2
+    full = n.parse_smi_q(read("q-450-a100-x8-mig-disabled-k8s-device-plugin-343.txt"))
+    assert full["gpus"][0]["pci_bus_id"] and full["gpus"][0]["name"] == "A100-SXM4-40GB"
+
+
+
+def test_every_public_sample_is_cited():
+    sources = read("SOURCES.md")
+    samples = [p.name for p in PUB.iterdir() if p.name != "SOURCES.md"]
+    assert len(samples) >= 45
+    for name in samples:
+        assert f"`{name}`" in sources, name

@@ -126,6 +126,9 @@ def test_corpus_live_waiter_path_decides_like_the_static_file(name, url, state, 
         ("arch_fork_record_no_traceback_mini_sglang.log", "unsupported_arch"),
         ("oom_record_dynamo_nested_prefix.log", "oom"),
         ("crash_compose_fastchat_runtime.log", "other"),
+        ("nccl_warn_socket_abort_init_return_trace.log", "nccl"),
+        ("arch_triton_smem_gb10_sm121_gemma4.log", "unsupported_arch"),
+        ("crash_bare_tail_marlin_moe_sum_reduce.log", "other"),
     ],
 )
 def test_end_of_input_crashes_are_candidates_until_the_process_is_gone(name, cause):
@@ -760,3 +763,56 @@ def test_a_soft_watchdog_reporting_a_stuck_startup_is_no_progress():
     # real output after the report is progress again
     c.feed("Capturing batches (bs=64 avail_mem=10.90 GB):  50%|#####     | 4/8 [00:02<00:02,  2.00it/s]\r", t=151.0)
     assert not c.stalled(160.0, 120)
+
+
+# ---- #30 item 6: readings a blind check of public logs got wrong ------------------------------------------------
+
+
+def test_triton_out_of_resources_is_the_gpus_shared_memory_not_oom_and_not_the_kill():
+    # triton python/triton/runtime/errors.py OutOfResources: "out of resource: {name}, Required: {required}, Hardware
+    # limit: {limit}. Reducing block sizes or `num_stages` may help." -- its class name ends in no Error/Exception
+    r = classify_text((FIXTURES / "arch_triton_smem_out_of_resource_glm45_air.log").read_text())
+    assert (r["cause"], r["phase"]) == ("unsupported_arch", "init")
+    assert r["decisive_line"].startswith("triton.runtime.errors.OutOfResources: out of resource: shared memory")
+    # a register or another resource is not the shared-memory limit the fused-MoE configs hit; still a crash
+    r = classify_text(_HEAD + "triton.runtime.errors.OutOfResources: out of resource: registers, Required: 300, Hardware limit: 255. Reducing block sizes or `num_stages` may help.\n")
+    assert (r["state"], r["cause"]) == ("crashed", "other")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # torch/csrc/distributed/c10d/TCPStore.cpp (TCPStore::waitForWorkers): C10_THROW_ERROR(DistStoreError, ...)
+        "torch.distributed.DistStoreError: Timed out after 1801 seconds waiting for clients. 7/8 clients joined.",
+        "torch.distributed.DistNetworkError: Connection reset by peer",
+    ],
+)
+def test_the_rendezvous_store_failing_is_nccl(line):
+    r = classify_text(_HEAD + line + "\n")
+    assert (r["state"], r["cause"]) == ("crashed", "nccl")
+
+
+def test_c10d_socket_warnings_name_the_cause_of_a_cut_traceback():
+    r = classify_text((FIXTURES / "nccl_c10d_store_timeout_ipv6_multihost.log").read_text())
+    assert r["cause"] == "nccl" and "[c10d] waitForInput" in r["decisive_line"]
+    # alone, a c10d warning is no crash (torch retries its connects: socket.cpp "The client socket has failed to
+    # connect to ... (errno: 99 - Cannot assign requested address)." while the master comes up)
+    retry = "[W socket.cpp:663] [c10d] The client socket has failed to connect to [localhost]:29500 (errno: 99 - Cannot assign requested address).\n"
+    assert classify_text(_HEAD + retry)["state"] == "starting"
+
+
+def test_nccl_init_return_trace_needs_its_warn_and_is_survived_if_the_launch_goes_on():
+    trace = "node:1:1 [0] NCCL INFO init.cc:1799 -> 2\n"
+    warn = "node:1:1 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.1<43369> failed : Connection refused\n"
+    # NVIDIA/nccl src/include/checks.h: NCCLCHECK's INFO "%s:%d -> %d" on the way out of a failing call
+    r = classify_text(_HEAD + warn + trace)
+    assert (r["state"], r["cause"]) == ("crashed", "nccl") and "NCCL WARN socketStartConnect" in r["decisive_line"]
+    # without a WARN before it, an INFO line is no evidence
+    assert classify_text(_HEAD + trace)["state"] == "starting"
+    # a return trace the launch survives (it went on to load the weights) is no crash at its end
+    survived = _HEAD + warn + trace + "[2026-10-30 12:00:05 TP0] Load weight begin. avail mem=78.00 GB\n"
+    assert classify_text(survived)["state"] == "starting"
+    # and it never undoes a marker that follows
+    r = classify_text(_HEAD + warn + trace + "[2026-10-30 12:00:05 TP0] Scheduler hit an exception: Traceback (most recent call last):\nRuntimeError: NCCL error: remote process exited or there was a network error\n")
+    assert (r["state"], r["cause"]) == ("crashed", "nccl")
+
