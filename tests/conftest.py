@@ -155,9 +155,7 @@ class _ClusterFactory:
         """Hold the cluster for this session (an flock, dropped when the session ends or dies): make test's serial
         part runs in two workers, and a cluster that tests of two workers asked for would be booted by one and
         powered off under the other. Such a test is refused here, naming the fix."""
-        from helpers import lockfiles
-
-        from moesweep.sim import state
+        from moesweep.sim import lockfiles, state
 
         if name in self._owned:
             return
