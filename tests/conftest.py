@@ -11,13 +11,14 @@ import contextlib
 import os
 import shutil
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from helpers.paths import REPO
+
+from moesweep.runner import run_ansible
 
 
 def _can_boot_hosts() -> str | None:
@@ -54,31 +55,6 @@ class SimCluster:
         from moesweep.sim import hosts
 
         return hosts.nsenter(host, "/bin/sh", "-c", script, check=check, timeout=timeout)
-
-
-def run_ansible(tool: str, *args: str, check: bool = True, env: dict | None = None):
-    full_env = dict(os.environ)
-    full_env.update(
-        ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
-        ANSIBLE_DEPRECATION_WARNINGS="False",
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_FORCE_COLOR="0",
-        PATH=f"{Path(sys.executable).parent}:{full_env.get('PATH', '')}",
-    )
-    full_env.update(env or {})
-    proc = subprocess.run(
-        [str(Path(sys.executable).parent / tool), *args],
-        cwd=REPO,
-        env=full_env,
-        text=True,
-        capture_output=True,
-    )
-    if check and proc.returncode != 0:
-        raise AssertionError(
-            f"{tool} {' '.join(args)} failed rc={proc.returncode}\n--- stdout\n{proc.stdout[-6000:]}\n"
-            f"--- stderr\n{proc.stderr[-3000:]}"
-        )
-    return proc
 
 
 # The simulator's startup in seconds instead of tens of seconds; phases and log lines are unchanged.

@@ -11,8 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, TEST_STACK, provision, run_ansible, served_wheelhouse
+from conftest import REPO, TEST_STACK, provision, served_wheelhouse
 from helpers import aptrepo, wheelhouse
+
+from moesweep.runner import run_ansible
 
 
 def recap(proc) -> dict[str, dict[str, int]]:

@@ -20,8 +20,9 @@ import sys
 
 import pytest
 import yaml
-from conftest import SIM_FAST, SIM_RATES, SMALL_BENCH, run_ansible
+from conftest import SIM_FAST, SIM_RATES, SMALL_BENCH
 
+from moesweep.runner import run_ansible
 from moesweep.sim import hub
 
 pytestmark = pytest.mark.hosts
