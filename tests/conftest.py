@@ -19,6 +19,7 @@ import pytest
 from helpers.paths import REPO
 
 from moesweep.runner import run_ansible
+from moesweep.sim.presets import SIM_FAST, SIM_RATES, SMALL_BENCH
 
 
 def _can_boot_hosts() -> str | None:
@@ -55,22 +56,6 @@ class SimCluster:
         from moesweep.sim import hosts
 
         return hosts.nsenter(host, "/bin/sh", "-c", script, check=check, timeout=timeout)
-
-
-# The simulator's startup in seconds instead of tens of seconds; phases and log lines are unchanged.
-SIM_FAST = {"MOESWEEP_SIM_TIME_SCALE": "0.1"}
-
-
-# Benchmark settings small enough for a 2-core machine: two levels, short requests, four prompts one after the
-# other at c1 and two waves at c4. The simulated decode rate (MOESWEEP_SIM_DECODE_RATE) stays low so the simulator
-# and the client are far from CPU bound.
-SMALL_BENCH = {"sglang_bench_input_len": 32, "sglang_bench_output_len": 48, "sglang_bench_concurrency": [1, 4],
-               "sglang_bench_num_prompts": [4, 8], "sglang_bench_telemetry_interval_ms": 250,
-               # the accuracy stage before the benchmark: a few GSM8K questions, answered from the shipped data
-               "sglang_bench_accuracy_questions": 8}
-SMALL_BENCH_PROMPTS = dict(zip(SMALL_BENCH["sglang_bench_concurrency"], SMALL_BENCH["sglang_bench_num_prompts"],
-                               strict=True))
-SIM_RATES = {"MOESWEEP_SIM_DECODE_RATE": "40", "MOESWEEP_SIM_DECODE_ALPHA": "0.05", "MOESWEEP_SIM_PREFILL_RATE": "5000"}
 
 
 def sweep_point(cluster: SimCluster, backend: str, env: dict | None = None, bench: bool = False,

@@ -15,7 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SIM_FAST, SMALL_BENCH, SMALL_BENCH_PROMPTS
+from conftest import REPO
+
+from moesweep.sim.presets import SIM_FAST, SMALL_BENCH, SMALL_BENCH_PROMPTS
 
 pytestmark = pytest.mark.hosts
 
