@@ -34,12 +34,11 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "src"), str(REPO / "tests"), str(REPO / "collections")]
-
-from helpers import wheelhouse  # noqa: E402
+sys.path[:0] = [str(REPO / "src"), str(REPO / "collections")]
 
 from moesweep.runner import run_ansible  # noqa: E402
 from moesweep.sim import hosts as simhosts  # noqa: E402
+from moesweep.sim import wheelhouse  # noqa: E402
 from moesweep.sim.presets import SIM_RATES, SMALL_BENCH  # noqa: E402
 
 LOCKS = REPO / "roles" / "sglang_env" / "files" / "locks"

@@ -209,7 +209,7 @@ def served_wheelhouse(cluster: SimCluster, stack: str = TEST_STACK, port: int = 
     """The test stack's and the benchmark client's locked wheels served on each host's gateway (the air-gapped
     path); yields site.yml's extra vars for them and the port. Every gateway serves on the same port (0: a free
     one), and each host's index URL names its own gateway."""
-    from helpers import wheelhouse
+    from moesweep.sim import wheelhouse
 
     locks = REPO / "roles" / "sglang_env" / "files" / "locks"
     root = wheelhouse.build([locks / f"{stack}.txt", locks / "client-sglang-0.5.9.txt"])
