@@ -40,19 +40,19 @@ import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "src"))
 
-from helpers import simbench  # noqa: E402
+from moesweep.sim import local_server  # noqa: E402
 
 AIPERF_VERSION = "0.13.0"
-AIPERF_VENV = simbench.VENVS / f"aiperf-{AIPERF_VERSION}"
+AIPERF_VENV = local_server.VENVS / f"aiperf-{AIPERF_VERSION}"
 GOAL_PCT = 3.0
 # low enough that the simulator and both clients stay far from CPU bound on a loaded 2-core machine
 DEFAULT_RATES = (30.0, 0.05, 5000.0)
 
 
 def aiperf_python() -> Path:
-    return simbench.build_venv(AIPERF_VENV, [[f"aiperf=={AIPERF_VERSION}"]])
+    return local_server.build_venv(AIPERF_VENV, [[f"aiperf=={AIPERF_VERSION}"]])
 
 
 def aiperf_env() -> dict:
@@ -67,9 +67,9 @@ def served_model(url: str) -> str:
         return json.load(r)["data"][0]["id"]
 
 
-def run_aiperf(py: Path, server: simbench.SimServer, model: str, a, artifacts: Path) -> dict:
+def run_aiperf(py: Path, server: local_server.SimServer, model: str, a, artifacts: Path) -> dict:
     argv = [str(py), "-m", "aiperf", "profile", "--model", model, "--url", server.url,
-            "--endpoint-type", "completions", "--streaming", "--tokenizer", str(simbench.TOKENIZER),
+            "--endpoint-type", "completions", "--streaming", "--tokenizer", str(local_server.TOKENIZER),
             "--synthetic-input-tokens-mean", str(a.input_len), "--synthetic-input-tokens-stddev", "0",
             "--output-tokens-mean", str(a.output_len), "--output-tokens-stddev", "0",
             "--extra-inputs", "ignore_eos:true", "--request-count", str(a.requests),
@@ -96,11 +96,11 @@ def run_aiperf(py: Path, server: simbench.SimServer, model: str, a, artifacts: P
             "version": doc.get("aiperf_version"), "artifacts": str(artifacts)}
 
 
-def run_sglang_bench(client: Path, server: simbench.SimServer, model: str, a, out: Path) -> dict:
-    args = simbench.module_args(server, client, out / "levels", model=model, backend=a.backend,
-                                input_len=a.input_len, output_len=a.output_len, concurrency=[a.concurrency],
-                                num_prompts=[a.requests])
-    rc, res, wall = simbench.run_module(args, out, env=server.smi_env)
+def run_sglang_bench(client: Path, server: local_server.SimServer, model: str, a, out: Path) -> dict:
+    args = local_server.module_args(server, client, out / "levels", model=model, backend=a.backend,
+                                    input_len=a.input_len, output_len=a.output_len, concurrency=[a.concurrency],
+                                    num_prompts=[a.requests])
+    rc, res, wall = local_server.run_module(args, out, env=server.smi_env)
     levels = res.get("levels") or []
     if rc != 0 or not levels:
         return {"ok": False, "error": f"sglang_bench rc {rc}: {res.get('msg')}"}
@@ -137,12 +137,12 @@ def main() -> int:
         p.error("concurrency, --input-len and --output-len must be > 0 and --requests >= --concurrency")
 
     try:
-        client, aip = a.client_python or simbench.bench_client_python(), aiperf_python()
-    except simbench.VenvError as exc:
+        client, aip = a.client_python or local_server.bench_client_python(), aiperf_python()
+    except local_server.VenvError as exc:
         print(f"aiperf_agreement: {exc}", file=sys.stderr)
         return 2
     work = a.keep or Path(tempfile.mkdtemp(prefix="moesweep-aiperf-"))
-    with simbench.SimServer(work / "server", gpu_model=a.gpu_model, rates=tuple(a.rates)) as srv:
+    with local_server.SimServer(work / "server", gpu_model=a.gpu_model, rates=tuple(a.rates)) as srv:
         model = served_model(srv.url)
         expected = srv.expected(a.concurrency, a.input_len, a.output_len)
         aiperf = run_aiperf(aip, srv, model, a, work / "aiperf")

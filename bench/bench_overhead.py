@@ -41,9 +41,9 @@ from datetime import datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "src"))
 
-from helpers import simbench  # noqa: E402
+from moesweep.sim import local_server  # noqa: E402
 
 GOAL_S = 2.0
 DEFAULT_RATES = (30.0, 0.05, 5000.0)
@@ -124,7 +124,7 @@ def server_info_latency(url: str, n: int = 5) -> float:
 def standalone(client: Path) -> dict:
     env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_ENDPOINT": "http://127.0.0.1:9",
            "PATH": "/usr/bin:/bin"}
-    r = subprocess.run([str(client), "-c", STANDALONE, str(simbench.TOKENIZER)], capture_output=True, text=True,
+    r = subprocess.run([str(client), "-c", STANDALONE, str(local_server.TOKENIZER)], capture_output=True, text=True,
                        env=env, timeout=300)
     for line in r.stdout.splitlines():
         if line.startswith("{"):
@@ -190,19 +190,19 @@ def main() -> int:
     if not a.concurrency or min(a.concurrency) <= 0 or a.prompts_per_level <= 0:
         p.error("--concurrency levels and --prompts-per-level must be positive")
     try:
-        client = a.client_python or simbench.bench_client_python()
-    except simbench.VenvError as exc:
+        client = a.client_python or local_server.bench_client_python()
+    except local_server.VenvError as exc:
         print(f"bench_overhead: {exc}", file=sys.stderr)
         return 2
     work = a.keep or Path(tempfile.mkdtemp(prefix="moesweep-overhead-"))
     work.mkdir(parents=True, exist_ok=True)
     wrapper, log = write_wrapper(client, work)
     counts = [a.prompts_per_level * c for c in a.concurrency]
-    with simbench.SimServer(work / "server", rates=tuple(a.rates)) as srv:
-        args = simbench.module_args(srv, wrapper, work / "levels", backend=a.backend, input_len=a.input_len,
-                                    output_len=a.output_len, concurrency=a.concurrency, num_prompts=counts)
+    with local_server.SimServer(work / "server", rates=tuple(a.rates)) as srv:
+        args = local_server.module_args(srv, wrapper, work / "levels", backend=a.backend, input_len=a.input_len,
+                                        output_len=a.output_len, concurrency=a.concurrency, num_prompts=counts)
         t_begin = time.time()
-        rc, res, _wall = simbench.run_module(args, work, env=srv.smi_env)
+        rc, res, _wall = local_server.run_module(args, work, env=srv.smi_env)
         t_exit = time.time()
         info_s = server_info_latency(srv.url)
     alone = standalone(client)

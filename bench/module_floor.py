@@ -29,10 +29,9 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "src"), str(REPO / "tests")]
+sys.path.insert(0, str(REPO / "src"))
 
-from conftest import run_ansible  # noqa: E402
-
+from moesweep.runner import run_ansible  # noqa: E402
 from moesweep.sim import hosts as simhosts  # noqa: E402
 
 CLUSTER = "bench-floor"

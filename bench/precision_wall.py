@@ -34,10 +34,11 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
+sys.path[:0] = [str(REPO / "src"), str(REPO / "simulator")]
 
-from helpers import simbench  # noqa: E402
-from moesweep_sim import reference_profile as ref  # noqa: E402  (simbench put the simulator on sys.path)
+from moesweep_sim import reference_profile as ref  # noqa: E402
+
+from moesweep.sim import local_server  # noqa: E402
 
 LEVELS = [1, 8, 32, 64]
 WALL_GOAL = 1.0 / 3.0
@@ -52,12 +53,12 @@ def fixed_requests(c: int) -> int:
 def run_backend(backend: str, a, client, work: Path) -> dict:
     scale = a.time_scale
     env = ref.env(backend, scale)
-    with simbench.SimServer(work / "srv", rates=ref.scaled_rates(backend, scale), time_scale=scale, env=env,
-                            ready_timeout=max(90.0, 3 * ref.START_S * scale)) as srv:
-        args = simbench.module_args(srv, client, work / "out", input_len=ref.INPUT_LEN, output_len=ref.OUTPUT_LEN,
-                                    concurrency=a.concurrency, precision=a.precision, telemetry=False,
-                                    level_budget_s=a.level_budget_s * scale, level_timeout=3600.0)
-        rc, res, wall = simbench.run_module(args, work, env=srv.smi_env, timeout=3600)
+    with local_server.SimServer(work / "srv", rates=ref.scaled_rates(backend, scale), time_scale=scale, env=env,
+                                ready_timeout=max(90.0, 3 * ref.START_S * scale)) as srv:
+        args = local_server.module_args(srv, client, work / "out", input_len=ref.INPUT_LEN, output_len=ref.OUTPUT_LEN,
+                                        concurrency=a.concurrency, precision=a.precision, telemetry=False,
+                                        level_budget_s=a.level_budget_s * scale, level_timeout=3600.0)
+        rc, res, wall = local_server.run_module(args, work, env=srv.smi_env, timeout=3600)
         started = srv.started_s
     if rc != 0 or res.get("state") != "ok":
         raise RuntimeError(f"{backend}: the benchmark failed: {res.get('msg')}")
@@ -104,7 +105,7 @@ def main() -> int:
     a = p.parse_args()
     if not 0 < a.time_scale <= 1 or not 0 < a.precision < 1:
         p.error("--time-scale must be in (0, 1] and --precision in (0, 1)")
-    client = simbench.bench_client_python()
+    client = local_server.bench_client_python()
     out = []
     with tempfile.TemporaryDirectory(prefix="precision-wall-") as tmp:
         for backend in a.backends:

@@ -34,12 +34,12 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "src"), str(REPO / "tests"), str(REPO / "collections")]
+sys.path[:0] = [str(REPO / "src"), str(REPO / "collections")]
 
-from conftest import SIM_RATES, SMALL_BENCH, run_ansible  # noqa: E402
-from helpers import wheelhouse  # noqa: E402
-
+from moesweep.runner import run_ansible  # noqa: E402
 from moesweep.sim import hosts as simhosts  # noqa: E402
+from moesweep.sim import wheelhouse  # noqa: E402
+from moesweep.sim.presets import SIM_RATES, SMALL_BENCH  # noqa: E402
 
 LOCKS = REPO / "roles" / "sglang_env" / "files" / "locks"
 STACK = "test-cpu-sglang-0.5.9"

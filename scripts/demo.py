@@ -27,11 +27,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-sys.path[:0] = [str(REPO / "src"), str(REPO / "tests")]
-
-from helpers import wheelhouse  # noqa: E402
+sys.path.insert(0, str(REPO / "src"))
 
 from moesweep.sim import hosts as simhosts  # noqa: E402
+from moesweep.sim import wheelhouse  # noqa: E402
 
 STACK = "test-cpu-sglang-0.5.9"
 LOCKS = REPO / "roles" / "sglang_env" / "files" / "locks"

@@ -11,13 +11,15 @@ import contextlib
 import os
 import shutil
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from helpers.paths import REPO
+
+from moesweep.runner import run_ansible
+from moesweep.sim.presets import SIM_FAST, SIM_RATES, SMALL_BENCH
 
 
 def _can_boot_hosts() -> str | None:
@@ -54,47 +56,6 @@ class SimCluster:
         from moesweep.sim import hosts
 
         return hosts.nsenter(host, "/bin/sh", "-c", script, check=check, timeout=timeout)
-
-
-def run_ansible(tool: str, *args: str, check: bool = True, env: dict | None = None):
-    full_env = dict(os.environ)
-    full_env.update(
-        ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
-        ANSIBLE_DEPRECATION_WARNINGS="False",
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_FORCE_COLOR="0",
-        PATH=f"{Path(sys.executable).parent}:{full_env.get('PATH', '')}",
-    )
-    full_env.update(env or {})
-    proc = subprocess.run(
-        [str(Path(sys.executable).parent / tool), *args],
-        cwd=REPO,
-        env=full_env,
-        text=True,
-        capture_output=True,
-    )
-    if check and proc.returncode != 0:
-        raise AssertionError(
-            f"{tool} {' '.join(args)} failed rc={proc.returncode}\n--- stdout\n{proc.stdout[-6000:]}\n"
-            f"--- stderr\n{proc.stderr[-3000:]}"
-        )
-    return proc
-
-
-# The simulator's startup in seconds instead of tens of seconds; phases and log lines are unchanged.
-SIM_FAST = {"MOESWEEP_SIM_TIME_SCALE": "0.1"}
-
-
-# Benchmark settings small enough for a 2-core machine: two levels, short requests, four prompts one after the
-# other at c1 and two waves at c4. The simulated decode rate (MOESWEEP_SIM_DECODE_RATE) stays low so the simulator
-# and the client are far from CPU bound.
-SMALL_BENCH = {"sglang_bench_input_len": 32, "sglang_bench_output_len": 48, "sglang_bench_concurrency": [1, 4],
-               "sglang_bench_num_prompts": [4, 8], "sglang_bench_telemetry_interval_ms": 250,
-               # the accuracy stage before the benchmark: a few GSM8K questions, answered from the shipped data
-               "sglang_bench_accuracy_questions": 8}
-SMALL_BENCH_PROMPTS = dict(zip(SMALL_BENCH["sglang_bench_concurrency"], SMALL_BENCH["sglang_bench_num_prompts"],
-                               strict=True))
-SIM_RATES = {"MOESWEEP_SIM_DECODE_RATE": "40", "MOESWEEP_SIM_DECODE_ALPHA": "0.05", "MOESWEEP_SIM_PREFILL_RATE": "5000"}
 
 
 def sweep_point(cluster: SimCluster, backend: str, env: dict | None = None, bench: bool = False,
@@ -155,9 +116,7 @@ class _ClusterFactory:
         """Hold the cluster for this session (an flock, dropped when the session ends or dies): make test's serial
         part runs in two workers, and a cluster that tests of two workers asked for would be booted by one and
         powered off under the other. Such a test is refused here, naming the fix."""
-        from helpers import lockfiles
-
-        from moesweep.sim import state
+        from moesweep.sim import lockfiles, state
 
         if name in self._owned:
             return
@@ -250,7 +209,7 @@ def served_wheelhouse(cluster: SimCluster, stack: str = TEST_STACK, port: int = 
     """The test stack's and the benchmark client's locked wheels served on each host's gateway (the air-gapped
     path); yields site.yml's extra vars for them and the port. Every gateway serves on the same port (0: a free
     one), and each host's index URL names its own gateway."""
-    from helpers import wheelhouse
+    from moesweep.sim import wheelhouse
 
     locks = REPO / "roles" / "sglang_env" / "files" / "locks"
     root = wheelhouse.build([locks / f"{stack}.txt", locks / "client-sglang-0.5.9.txt"])

@@ -1,10 +1,19 @@
 """Per-host outcomes of one playbook run (the last result of each watched module, the first failed task),
 for tests and bench scripts. Runs through ``moesweep.api.run_playbook`` (one place that drives
-ansible-runner); reads task results by action, never by parsing text."""
+ansible-runner); reads task results by action, never by parsing text.
+
+:func:`run_ansible` runs Ansible's own command-line tools instead, for the tests and bench scripts that need
+what the command prints or its exit status (ad-hoc modules, ``ansible-inventory``, a play's recap)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from moesweep._collection import REPO_ROOT
 
 # Results worth keeping, by the action that produced them.
 WATCHED_ACTIONS = {
@@ -72,3 +81,31 @@ def run_playbook(playbook: str, extravars: dict | None = None, inventory: str | 
     run = api.run_playbook(playbook, inventory=inventory, extravars=extravars, limit=limit, on_event=handler,
                            check=check)
     return PlaybookRun(status=run.status, rc=run.rc, seconds=run.seconds, hosts=hosts)
+
+
+def run_ansible(tool: str, *args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``tool`` (``ansible``, ``ansible-playbook``, ``ansible-inventory``) of this interpreter's environment, run in
+    the repository with its ansible.cfg, without colours or deprecation warnings; output captured as text. With
+    ``check``, a non-zero exit raises AssertionError carrying the command and the tail of its output."""
+    full_env = dict(os.environ)
+    full_env.update(
+        ANSIBLE_CONFIG=str(REPO_ROOT / "ansible.cfg"),
+        ANSIBLE_DEPRECATION_WARNINGS="False",
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_FORCE_COLOR="0",
+        PATH=f"{Path(sys.executable).parent}:{full_env.get('PATH', '')}",
+    )
+    full_env.update(env or {})
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / tool), *args],
+        cwd=REPO_ROOT,
+        env=full_env,
+        text=True,
+        capture_output=True,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"{tool} {' '.join(args)} failed rc={proc.returncode}\n--- stdout\n{proc.stdout[-6000:]}\n"
+            f"--- stderr\n{proc.stderr[-3000:]}"
+        )
+    return proc

@@ -27,10 +27,7 @@ import textwrap
 import threading
 from pathlib import Path
 
-try:  # imported by the tests as helpers.aptrepo
-    from helpers.wheelhouse import serve
-except ImportError:  # run as a script: python tests/helpers/aptrepo.py serve ...
-    from wheelhouse import serve
+from moesweep.sim.wheelhouse import serve
 
 DIST = "debian12"
 ARCH_DIR = "x86_64"

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import SIM_FAST, SMALL_BENCH
+
+from moesweep.sim.presets import SIM_FAST, SMALL_BENCH
 
 pytestmark = pytest.mark.hosts
 

@@ -15,9 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SIM_FAST, SMALL_BENCH
+from conftest import REPO
 
 import moesweep
+from moesweep.sim.presets import SIM_FAST, SMALL_BENCH
 
 pytestmark = pytest.mark.hosts
 
@@ -147,7 +148,7 @@ def test_the_cli_runs_the_same_sweep_and_its_records_have_the_playbooks_keys(ben
     assert cli.returncode == 0, cli.stderr[-3000:]
     out = json.loads(cli.stdout)
     assert out["exit"] == 0 and out["points"][0]["status"] == "passed" and out["points"][0]["levels"]
-    from conftest import run_ansible
+    from moesweep.runner import run_ansible
 
     play = run_ansible("ansible-playbook", "-i", str(bench_cluster.inventory), "sweep.yml", "-e",
                        "backend=flashinfer_cutlass", "-e", f"@{_settings_file(tmp_path)}", "-e",

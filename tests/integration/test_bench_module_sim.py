@@ -20,7 +20,8 @@ import concurrent.futures
 import time
 
 import pytest
-from helpers import simbench
+
+from moesweep.sim import local_server
 
 # alone: its throughput is held to 3 % of the simulator's ground truth, which a test in another worker would slow.
 pytestmark = [pytest.mark.slow, pytest.mark.alone]
@@ -34,21 +35,21 @@ TOLERANCE = 0.03
 @pytest.fixture(scope="module")
 def client_python():
     try:
-        return simbench.bench_client_python()
-    except simbench.VenvError as exc:
+        return local_server.bench_client_python()
+    except local_server.VenvError as exc:
         pytest.skip(f"cannot build the bench client venv: {exc}")
 
 
 @pytest.fixture(scope="module")
 def rtx_server(tmp_path_factory):
-    with simbench.SimServer(tmp_path_factory.mktemp("rtx"), gpu_model="rtx-pro-6000", rates=RATES) as srv:
+    with local_server.SimServer(tmp_path_factory.mktemp("rtx"), gpu_model="rtx-pro-6000", rates=RATES) as srv:
         yield srv
 
 
 def bench(server, client, tmp_path, backend, levels):
-    args = simbench.module_args(server, client, tmp_path / "out", backend=backend, input_len=INPUT_LEN,
-                                output_len=OUTPUT_LEN, concurrency=levels, num_prompts=[2 * c for c in levels])
-    rc, res, wall = simbench.run_module(args, tmp_path, env=server.smi_env)
+    args = local_server.module_args(server, client, tmp_path / "out", backend=backend, input_len=INPUT_LEN,
+                                    output_len=OUTPUT_LEN, concurrency=levels, num_prompts=[2 * c for c in levels])
+    rc, res, wall = local_server.run_module(args, tmp_path, env=server.smi_env)
     assert rc == 0 and res.get("state") == "ok", res.get("msg")
     assert [lv["concurrency"] for lv in res["levels"]] == levels
     assert res["sampler"]["kind"] == "nvidia-smi"  # no NVML in the client venv: the fallback sampler
@@ -81,8 +82,8 @@ def test_throughput_matches_ground_truth_and_rtx_is_launch_bound(client_python, 
 
 
 def test_h200_under_load_is_not_launch_bound(client_python, tmp_path):
-    with simbench.SimServer(tmp_path / "h200", gpu_model="h200", backend="flashinfer_cutlass", quantization=None,
-                            rates=RATES) as srv:
+    with local_server.SimServer(tmp_path / "h200", gpu_model="h200", backend="flashinfer_cutlass", quantization=None,
+                                rates=RATES) as srv:
         res, _wall = bench(srv, client_python, tmp_path, "sglang", [8])
         expected = srv.expected(8, INPUT_LEN, OUTPUT_LEN)
     lv = res["levels"][0]
@@ -101,12 +102,12 @@ def test_h200_under_load_is_not_launch_bound(client_python, tmp_path):
 def test_a_gated_job_started_before_the_server_checks_it_once_released(client_python, tmp_path):
     """A sweep starts the job before the restart: it prepares while nothing listens on the port, sends nothing,
     and checks the server only once released (no server then: it says so and runs nothing)."""
-    server = simbench.SimServer(tmp_path / "srv", rates=RATES)
+    server = local_server.SimServer(tmp_path / "srv", rates=RATES)
     out = tmp_path / "out"
-    args = simbench.module_args(server, client_python, out, input_len=INPUT_LEN, output_len=32, concurrency=[2],
-                                num_prompts=[4], gated=True, gate_timeout=300)
+    args = local_server.module_args(server, client_python, out, input_len=INPUT_LEN, output_len=32, concurrency=[2],
+                                    num_prompts=[4], gated=True, gate_timeout=300)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        job = pool.submit(simbench.run_module, args, tmp_path / "job", server.smi_env)
+        job = pool.submit(local_server.run_module, args, tmp_path / "job", server.smi_env)
         time.sleep(4)  # the client's imports and the sampler's first sample happen now, with no server
         assert not job.done(), job.result()
         with server:
@@ -119,7 +120,7 @@ def test_a_gated_job_started_before_the_server_checks_it_once_released(client_py
     # released while nothing listens: the check after the gate names the problem, and no level ran
     args["output_dir"] = str(tmp_path / "out2")
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        job = pool.submit(simbench.run_module, args, tmp_path / "job2", server.smi_env)
+        job = pool.submit(local_server.run_module, args, tmp_path / "job2", server.smi_env)
         time.sleep(2)
         (tmp_path / "out2").mkdir(exist_ok=True)
         (tmp_path / "out2" / "go").write_text("")

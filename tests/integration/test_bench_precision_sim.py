@@ -17,7 +17,8 @@ import time
 
 import pytest
 from ansible_collections.moesweep.sweep.plugins.plugin_utils import records, summary
-from helpers import simbench
+
+from moesweep.sim import local_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
@@ -28,8 +29,8 @@ INPUT_LEN, OUTPUT_LEN, LEVEL = 32, 64, 4
 @pytest.fixture(scope="module")
 def client_python():
     try:
-        return simbench.bench_client_python()
-    except simbench.VenvError as exc:
+        return local_server.bench_client_python()
+    except local_server.VenvError as exc:
         pytest.skip(f"cannot build the bench client venv: {exc}")
 
 
@@ -40,10 +41,10 @@ def runs(client_python, tmp_path_factory):
     for name, factor in (("base", 1.0), ("one_pct", 1.01), ("ten_pct", 1.10)):
         work = tmp_path_factory.mktemp(name)
         rates = (BASE[0] * factor, BASE[1], BASE[2] * factor)  # every rate scaled: the throughput scales exactly
-        with simbench.SimServer(work / "srv", rates=rates) as srv:
-            args = simbench.module_args(srv, client_python, work / "out", input_len=INPUT_LEN, output_len=OUTPUT_LEN,
-                                        concurrency=[LEVEL], telemetry=False)
-            rc, res, _wall = simbench.run_module(args, work, env=srv.smi_env)
+        with local_server.SimServer(work / "srv", rates=rates) as srv:
+            args = local_server.module_args(srv, client_python, work / "out", input_len=INPUT_LEN,
+                                            output_len=OUTPUT_LEN, concurrency=[LEVEL], telemetry=False)
+            rc, res, _wall = local_server.run_module(args, work, env=srv.smi_env)
             assert rc == 0 and res["state"] == "ok", res.get("msg")
             truth = srv.expected(LEVEL, INPUT_LEN, OUTPUT_LEN)
         record = records.build_point_record({"sweep_id": "s", "host": "h", "point": name, "simulated": True,
@@ -87,12 +88,12 @@ def test_ten_percent_apart_is_ordered_and_the_restore_takes_the_faster(runs):
 
 def test_a_gated_sized_job_runs_its_rounds_once_released(client_python, tmp_path):
     """A sweep's job is started gated: the go line and each round's question share the driver's stdin."""
-    server = simbench.SimServer(tmp_path / "srv", rates=BASE)
+    server = local_server.SimServer(tmp_path / "srv", rates=BASE)
     out = tmp_path / "out"
-    args = simbench.module_args(server, client_python, out, input_len=INPUT_LEN, output_len=OUTPUT_LEN,
-                                concurrency=[LEVEL], repetitions=2, gated=True, gate_timeout=300, telemetry=False)
+    args = local_server.module_args(server, client_python, out, input_len=INPUT_LEN, output_len=OUTPUT_LEN,
+                                    concurrency=[LEVEL], repetitions=2, gated=True, gate_timeout=300, telemetry=False)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        job = pool.submit(simbench.run_module, args, tmp_path / "job", server.smi_env)
+        job = pool.submit(local_server.run_module, args, tmp_path / "job", server.smi_env)
         time.sleep(2)
         with server:
             (out / "go").write_text("")

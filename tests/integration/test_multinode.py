@@ -15,7 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SIM_FAST, SMALL_BENCH, provision
+from conftest import REPO, provision
+
+from moesweep.sim.presets import SIM_FAST, SMALL_BENCH
 
 pytestmark = pytest.mark.hosts
 

@@ -17,9 +17,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SIM_FAST, point_records, sweep_point
+from conftest import REPO, point_records, sweep_point
 
 from moesweep.runner import run_playbook
+from moesweep.sim.presets import SIM_FAST
 
 pytestmark = pytest.mark.hosts
 

@@ -11,7 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, _can_boot_hosts, run_ansible
+from conftest import REPO, _can_boot_hosts
+
+from moesweep.runner import run_ansible
 
 # alone: it compares the machine's namespaces, links, nspawn processes and routing rules before and after, which
 # another worker's hosts would change.

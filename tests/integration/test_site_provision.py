@@ -11,8 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, TEST_STACK, provision, run_ansible, served_wheelhouse
-from helpers import aptrepo, wheelhouse
+from conftest import REPO, TEST_STACK, provision, served_wheelhouse
+from helpers import aptrepo
+
+from moesweep.runner import run_ansible
+from moesweep.sim import wheelhouse
 
 
 def recap(proc) -> dict[str, dict[str, int]]:

@@ -17,9 +17,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SIM_FAST, SMALL_BENCH
+from conftest import REPO
 
 import moesweep
+from moesweep.sim.presets import SIM_FAST, SMALL_BENCH
 
 pytestmark = pytest.mark.hosts
 

@@ -15,7 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SIM_FAST, SMALL_BENCH, SMALL_BENCH_PROMPTS
+from conftest import REPO
+
+from moesweep.sim.presets import SIM_FAST, SMALL_BENCH, SMALL_BENCH_PROMPTS
 
 pytestmark = pytest.mark.hosts
 
@@ -308,7 +310,7 @@ def test_bad_input_is_refused_before_the_first_point(bench_cluster, settings, ar
 def test_an_inventory_without_gpu_hosts_is_refused(bench_cluster, settings, tmp_path):
     inv = tmp_path / "inv.yml"
     inv.write_text("all:\n  hosts:\n    somewhere:\n      ansible_host: 127.0.0.1\n")
-    from conftest import run_ansible
+    from moesweep.runner import run_ansible
 
     proc = run_ansible("ansible-playbook", "-i", str(inv), "sweep.yml", "-e", "backend=triton", check=False)
     words = " ".join(proc.stdout.split())

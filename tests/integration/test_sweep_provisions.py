@@ -20,9 +20,10 @@ import sys
 
 import pytest
 import yaml
-from conftest import SIM_FAST, SIM_RATES, SMALL_BENCH, run_ansible
 
+from moesweep.runner import run_ansible
 from moesweep.sim import hub
+from moesweep.sim.presets import SIM_FAST, SIM_RATES, SMALL_BENCH
 
 pytestmark = pytest.mark.hosts
 

@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import SIM_FAST
 
 from moesweep.sim import state as simstate
+from moesweep.sim.presets import SIM_FAST
 
 pytestmark = pytest.mark.hosts
 

@@ -1,6 +1,7 @@
 """The simulated SGLang server as a local process, the benchmark clients' cached venvs, and the
-sglang_bench module run the way Ansible runs it: shared by ``bench/aiperf_agreement.py``,
-``bench/bench_overhead.py`` and ``tests/integration/test_bench_module_sim.py``.
+sglang_bench module run the way Ansible runs it: what measures the module itself without booting a host, shared
+by the bench scripts (``bench/aiperf_agreement.py``, ``bench/bench_overhead.py``, ``bench/precision_wall.py``)
+and their integration tests (``tests/integration/test_bench_module_sim.py``, ``test_bench_precision_sim.py``).
 
 No simulated host is booted: the server listens on 127.0.0.1 and the simulated ``nvidia-smi`` reads the
 server's live GPU state through ``MOESWEEP_SIM_PROFILE`` / ``MOESWEEP_SIM_STATE`` (the contract in
@@ -23,8 +24,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from helpers import lockfiles
-from helpers.paths import REPO
+from moesweep._collection import REPO_ROOT as REPO
+from moesweep.sim import lockfiles
 
 SIMULATOR = REPO / "simulator"
 SIM = SIMULATOR / "bin" / "sglang-sim"
@@ -39,6 +40,7 @@ BENCH_CLIENT_PKGS = ["aiohttp", "numpy", "requests", "tqdm", "pybase64", "pillow
                      "datasets", "transformers==4.57.1"]
 NO_UNIT = "moesweep-bench-no-such.service"  # the module reads this unit's state; it never exists here
 
+# the token model is the simulator's own (simulator/ is not part of the package): the ground truth the server runs
 if str(SIMULATOR) not in sys.path:
     sys.path.insert(0, str(SIMULATOR))
 from moesweep_sim import tokenmodel  # noqa: E402

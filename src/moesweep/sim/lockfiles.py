@@ -1,12 +1,11 @@
-"""The tests' one flock idiom, on a lock file that stays (empty and harmless); the kernel drops a lock when its
-holder exits, so a crashed holder never leaves it held. (Not named filelock: scripts run from this directory would
-shadow PyPI's filelock, which huggingface_hub imports.)
+"""One flock idiom for what several processes on this machine share, on a lock file that stays (empty and
+harmless); the kernel drops a lock when its holder exits, so a crashed holder never leaves it held.
 
 * ``held(entry)``: one builder at a time for a cache entry that several pytest workers (or a test and a bench
   script) may build at once, on ``<entry>.lock`` beside it: the caller checks for the finished entry and builds
-  it inside.
+  it inside (:mod:`.local_server`'s client venvs).
 * ``try_hold(path)``: the open lock file when nobody else holds ``path``, else None; the caller keeps it open as
-  long as it owns what the lock stands for (conftest: a simulated cluster for one pytest session).
+  long as it owns what the lock stands for (tests/conftest.py: a simulated cluster for one pytest session).
 """
 
 from __future__ import annotations
