@@ -487,8 +487,9 @@ def main():
             env_content=dict(type="str", no_log=True),
             secret_config_path=dict(type="path"),
             secret_config_content=dict(type="str", no_log=True),
-            secret_config_owner=dict(type="str"),
-            secret_config_group=dict(type="str"),
+            # names, not secrets (validate-modules asks of every option named *secret*)
+            secret_config_owner=dict(type="str", no_log=False),
+            secret_config_group=dict(type="str", no_log=False),
             verify=dict(type="bool", default=True),
             enabled=dict(type="bool"),
             port=dict(type="int"),
