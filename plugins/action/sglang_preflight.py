@@ -26,6 +26,7 @@ ARGUMENT_SPEC = dict(
     environment=dict(type="dict", default={}),
     secret_environment_keys=dict(type="list", elements="str", default=[]),
     api_key_set=dict(type="bool", default=False),
+    secret_config_path=dict(type="path"),
     home=dict(type="path"),
     cuda_home=dict(type="path"),
     gpu_facts=dict(type="dict"),

@@ -47,6 +47,8 @@ options:
       - The common launch flags, name (without leading dashes) to value.
       - An abbreviation the version's parser resolves to one option (C(tp) for C(tp-size)) is accepted and planned
         under the full name; an ambiguous one is refused with argparse's message.
+      - C(api-key) and C(config) are refused here, in O(extra_flags) and in O(backends) alike - the key goes in
+        O(api_key_set) and its file, and moesweep passes the one C(--config) sglang takes.
     type: dict
     default: {}
   model_config:
@@ -94,9 +96,16 @@ options:
     elements: str
     default: []
   api_key_set:
-    description: The server gets an API key; the launch then passes C(--api-key ${SGLANG_API_KEY}).
+    description:
+      - The server gets an API key. The launch then passes C(--config) O(secret_config_path), the 0600 YAML file that
+        holds the key (M(moesweep.sweep.sglang_unit) writes it), so the key is never on the server's command line.
     type: bool
     default: false
+  secret_config_path:
+    description:
+      - The absolute path of the unit's C(--config) file, ending in C(.yaml) or C(.yml) (sglang refuses any other
+        suffix). Required with O(api_key_set=true).
+    type: path
   home:
     description: Writable HOME of the service (JIT caches); sets C(HOME), C(SGLANG_CACHE_DIR), C(FLASHINFER_WORKSPACE_BASE).
     type: path
@@ -294,7 +303,7 @@ launch:
       description: The effective flags (common, version, overlay, extra), abbreviations written in full.
       type: dict
     argv:
-      description: ExecStart as a list (an API key appears as C(${SGLANG_API_KEY})).
+      description: ExecStart as a list (with an API key it ends with C(--config) and the path of the file that holds it).
       type: list
       elements: str
     command_line:

@@ -10,12 +10,16 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: sglang_unit
-short_description: Install a server's systemd unit and its environment file, reload systemd when needed, read the unit's state
+short_description: Install a server's systemd unit, its environment and secrets files, reload systemd when needed, read the unit's state
 version_added: "0.1.0"
 description:
   - Runs on the target, one call per sweep point. Writes O(unit_content) to O(unit_path) (root, mode 0644) and
     O(env_content) to O(env_path) (root, mode 0600, as it may carry C(HF_TOKEN) or the API key), each only when its
     content, owner or mode differ, each atomically (a temporary file in the same directory, then a rename).
+  - Writes O(secret_config_content) to O(secret_config_path) (mode 0600, owned by O(secret_config_owner)), the
+    C(--config) YAML file through which the server reads its API key, so that the key is never on its command line,
+    where any local user reads it (C(/proc/PID/cmdline)). With O(secret_config_path) and no O(secret_config_content)
+    a file left at that path is removed (a server without a key has no such file).
   - With O(verify=true) a changed unit is first checked by C(systemd-analyze verify) under its real name; any output
     (systemd reports unknown keys and bad values as warnings, with exit status 0) fails the task, and nothing is written.
   - Runs C(systemctl daemon-reload) when the unit file changed or when systemd runs an older copy than the file on
@@ -30,8 +34,9 @@ description:
     written, made or reloaded then, in check mode too. The unit's own server may hold its port (a restart replaces it).
   - Creates the O(directories) the unit needs (the service user's home and caches, the configuration directory) when
     they are missing, and gives each its owner, group and mode, before the files are written.
-  - RV(config_changed) is the decision a restart hangs on, true when the unit or its environment file changed, or systemd
-    had not loaded the unit file on disk. Owner or mode repairs alone change no configuration.
+  - RV(config_changed) is the decision a restart hangs on, true when the unit, its environment file or its secrets
+    file changed (written or removed), or systemd had not loaded the unit file on disk. Owner or mode repairs alone
+    change no configuration.
   - Replaces two C(ansible.builtin.template) tasks and two C(ansible.builtin.systemd_service) calls (each its own
     SSH round trip) at every sweep point, and the C(ansible.builtin.group), C(ansible.builtin.user) and
     C(ansible.builtin.file) calls of the account and the directories once per host; the content is rendered on the
@@ -55,6 +60,24 @@ options:
   env_content:
     description:
       - The environment file's content. Never logged or shown in a diff. Omitted, the environment file is left alone.
+    type: str
+  secret_config_path:
+    description:
+      - Where the server's secrets file goes (for sglang, the C(--config) YAML file that holds C(api-key)), beside the
+        environment file. Omitted, no secrets file is looked at.
+    type: path
+  secret_config_content:
+    description:
+      - The secrets file's content. Never logged or shown in a diff. Omitted with O(secret_config_path) given, a file
+        at that path is removed.
+    type: str
+  secret_config_owner:
+    description:
+      - The secrets file's owner, the user the server runs as (the server reads the file itself, unlike the
+        environment file, which systemd reads as root). Defaults to O(account.user), else C(root).
+    type: str
+  secret_config_group:
+    description: The secrets file's group. Defaults to O(account.group), else C(root).
     type: str
   verify:
     description: Check a changed unit with C(systemd-analyze verify) before it replaces the old one.
@@ -136,7 +159,7 @@ attributes:
     details: Reports what would change (and RV(config_changed)) from the files and systemd's state, writes and reloads nothing.
   diff_mode:
     support: full
-    details: The unit file's before and after; the environment file's content is never shown.
+    details: The unit file's before and after; the environment file's and the secrets file's contents are never shown.
   idempotent:
     support: full
     details: A second call with the same content changes nothing.
@@ -158,6 +181,9 @@ EXAMPLES = r"""
     unit_content: "{{ lookup('ansible.builtin.template', 'sglang.service.j2') }}"
     env_path: /etc/sglang/sglang.env
     env_content: "{{ lookup('ansible.builtin.template', 'sglang.env.j2') }}"
+    # the API key, read by sglang through --config (the unit's ExecStart names this file); no key, no file
+    secret_config_path: /etc/sglang/sglang.secrets.yaml
+    secret_config_content: "{{ ('api-key: ' ~ (api_key | to_json) ~ '\n') if api_key | length > 0 else omit }}"
     enabled: false
     port: 8000
     port_fix: stop that process or choose another port in sglang_server_flags.port
@@ -174,7 +200,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 config_changed:
-  description: The unit or the environment file changed, or systemd had not loaded the unit file on disk.
+  description: The unit, the environment file or the secrets file changed, or systemd had not loaded the unit file on disk.
   returned: always
   type: bool
   sample: true
@@ -184,6 +210,10 @@ unit_changed:
   type: bool
 env_changed:
   description: The environment file's content changed (or it was created).
+  returned: always
+  type: bool
+secret_config_changed:
+  description: The secrets file's content changed, it was created, or it was removed.
   returned: always
   type: bool
 reloaded:
@@ -245,10 +275,12 @@ STATUS_PROPS = ("ActiveState", "SubState", "LoadState", "NeedDaemonReload", "Uni
 ENABLED_STATES = ("enabled", "enabled-runtime")
 UNIT_MODE = 0o644
 ENV_MODE = 0o600
+SECRET_MODE = 0o600
 
 
-def file_state(path, content, mode):
-    """(content differs, owner or mode differ) of ``path`` against what it must be (root-owned, ``mode``)."""
+def file_state(path, content, mode, uid=0, gid=0):
+    """(content differs, owner or mode differ) of ``path`` against what it must be (``uid``:``gid``, ``mode``;
+    ``uid`` / ``gid`` None: an owner not made yet, which differs)."""
     try:
         with open(path, "rb") as fh:
             current = fh.read()
@@ -256,7 +288,7 @@ def file_state(path, content, mode):
     except (IOError, OSError):
         return True, True
     differs = current != content.encode("utf-8")
-    attrs = (st.st_mode & 0o7777) != mode or st.st_uid != 0 or st.st_gid != 0
+    attrs = (st.st_mode & 0o7777) != mode or st.st_uid != uid or st.st_gid != gid
     return differs, attrs
 
 
@@ -268,15 +300,16 @@ def read_text(path):
         return ""
 
 
-def write_atomic(path, content, mode):
-    """Write ``content`` to a temporary file beside ``path`` (root, ``mode``, fsynced), then rename it over."""
+def write_atomic(path, content, mode, uid=0, gid=0):
+    """Write ``content`` to a temporary file beside ``path`` (``uid``:``gid``, ``mode``, fsynced), then rename it
+    over. mkstemp makes the file 0600: no other user can read a secret in it before its mode is set."""
     directory = os.path.dirname(path) or "."
     if not os.path.isdir(directory):
         os.makedirs(directory, 0o755)
     fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=directory)
     try:
         os.fchmod(fd, mode)
-        os.fchown(fd, 0, 0)
+        os.fchown(fd, uid, gid)
         with os.fdopen(fd, "wb") as fh:
             fh.write(content.encode("utf-8"))
             fh.flush()
@@ -288,9 +321,36 @@ def write_atomic(path, content, mode):
         raise
 
 
-def fix_attrs(path, mode):
+def fix_attrs(path, mode, uid=0, gid=0):
+    os.chown(path, uid, gid)
     os.chmod(path, mode)
-    os.chown(path, 0, 0)
+
+
+def owner_ids(module, user, group):
+    """(uid, gid) of ``user`` and ``group``; (None, None) in check mode while one of them is not made yet (the
+    account is only predicted then); a missing one fails the task otherwise."""
+    try:
+        return pwd.getpwnam(user).pw_uid, grp.getgrnam(group).gr_gid
+    except KeyError:
+        if module.check_mode:
+            return None, None
+        module.fail_json(msg="secret_config: the secrets file's owner %s or group %s does not exist on the host: "
+                             "create them first, or give account" % (user, group))
+
+
+def secret_state(module, p):
+    """(write, attrs, remove, uid, gid) of the secrets file: its content differs (write), only its owner or mode
+    does (attrs), or a file is left where none must be (remove)."""
+    path, content = p["secret_config_path"], p["secret_config_content"]
+    if path is None:
+        return False, False, False, None, None
+    if content is None:
+        return False, False, os.path.lexists(path), None, None
+    account = p["account"] or {}
+    uid, gid = owner_ids(module, p["secret_config_owner"] or account.get("user") or "root",
+                         p["secret_config_group"] or account.get("group") or "root")
+    write, attrs = file_state(path, content, SECRET_MODE, uid, gid)
+    return write, attrs, False, uid, gid
 
 
 def directory_state(path, uid, gid, mode):
@@ -413,8 +473,8 @@ def refuse_taken_port(module, name, port, fix):
     taken = ports.foreign(ports.owners(port), name)
     if taken:
         module.fail_json(msg=ports.in_use_message(port, taken, fix) + "; nothing was changed", listeners=taken,
-                         config_changed=False, unit_changed=False, env_changed=False, reloaded=False,
-                         account_changed=[], directories_changed=[])
+                         config_changed=False, unit_changed=False, env_changed=False, secret_config_changed=False,
+                         reloaded=False, account_changed=[], directories_changed=[])
 
 
 def main():
@@ -425,6 +485,11 @@ def main():
             unit_content=dict(type="str", required=True),
             env_path=dict(type="path"),
             env_content=dict(type="str", no_log=True),
+            secret_config_path=dict(type="path"),
+            secret_config_content=dict(type="str", no_log=True),
+            # names, not secrets (validate-modules asks of every option named *secret*)
+            secret_config_owner=dict(type="str", no_log=False),
+            secret_config_group=dict(type="str", no_log=False),
             verify=dict(type="bool", default=True),
             enabled=dict(type="bool"),
             port=dict(type="int"),
@@ -444,6 +509,7 @@ def main():
             )),
         ),
         required_together=[("env_path", "env_content")],
+        required_by={"secret_config_content": "secret_config_path"},
         supports_check_mode=True,
     )
     p = module.params
@@ -477,22 +543,30 @@ def main():
             module.fail_json(msg="the rendered unit %s does not pass systemd-analyze verify, nothing was written: %s"
                              % (p["name"], text or "(it failed without saying why)"),
                              verify_output=text, config_changed=False, unit_changed=False, env_changed=False,
-                             reloaded=False, stale=stale, enabled=None, account_changed=[], directories_changed=[],
+                             secret_config_changed=False, reloaded=False, stale=stale, enabled=None, account_changed=[], directories_changed=[],
                              status=before)
 
     reloaded = unit_changed or stale
     account_changed = [what for _argv, what in account] if module.check_mode else apply_account(module, account)
     directories_changed = ensure_directories(module, p["directories"])
+    # after the account: the secrets file belongs to the user the server runs as
+    secret_write, secret_attrs, secret_remove, secret_uid, secret_gid = secret_state(module, p)
     if not module.check_mode:
-        # the environment file first: a unit that names it never starts against a missing one
+        # the environment and secrets files first: a unit that names them never starts against a missing one
         if env_changed:
             write_atomic(p["env_path"], p["env_content"], ENV_MODE)
         elif env_attrs:
             fix_attrs(p["env_path"], ENV_MODE)
+        if secret_write:
+            write_atomic(p["secret_config_path"], p["secret_config_content"], SECRET_MODE, secret_uid, secret_gid)
+        elif secret_attrs:
+            fix_attrs(p["secret_config_path"], SECRET_MODE, secret_uid, secret_gid)
         if unit_changed:
             write_atomic(p["unit_path"], p["unit_content"], UNIT_MODE)
         elif unit_attrs:
             fix_attrs(p["unit_path"], UNIT_MODE)
+        if secret_remove:
+            os.unlink(p["secret_config_path"])  # after the unit that named it was replaced
         if reloaded:
             run("daemon-reload")
 
@@ -506,10 +580,12 @@ def main():
             after = show()
             is_enabled = after.get("UnitFileState", "") in ENABLED_STATES
 
-    changed = (unit_changed or env_changed or unit_attrs or env_attrs or reloaded or enabled_changed
-               or bool(account_changed) or bool(directories_changed))
-    result = dict(changed=changed, config_changed=unit_changed or env_changed or stale, unit_changed=unit_changed,
-                  env_changed=env_changed, reloaded=reloaded, stale=stale, enabled=is_enabled,
+    secret_changed = secret_write or secret_remove
+    changed = (unit_changed or env_changed or secret_changed or unit_attrs or env_attrs or secret_attrs or reloaded
+               or enabled_changed or bool(account_changed) or bool(directories_changed))
+    result = dict(changed=changed, config_changed=unit_changed or env_changed or secret_changed or stale,
+                  unit_changed=unit_changed, env_changed=env_changed, secret_config_changed=secret_changed,
+                  reloaded=reloaded, stale=stale, enabled=is_enabled,
                   account_changed=account_changed, directories_changed=directories_changed, status=after,
                   running=unit_running(after))
     if before_text is not None:

@@ -10,14 +10,16 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: sglang_unit_snapshot
-short_description: Read a server's systemd unit file, its environment file and its state in one call
+short_description: Read a server's systemd unit file, its environment and secrets files and its state in one call
 version_added: "0.1.0"
 description:
   - Runs on the target, once per sweep and host, before the first point. Reads the unit file at O(unit_path), the
-    environment file at O(env_path) and the unit's state (C(systemctl show)), so that the sweep can put them back at
-    its end (C(-e restore=previous)).
+    environment file at O(env_path), the secrets file at O(secret_config_path) (the C(--config) file with the API
+    key that M(moesweep.sweep.sglang_unit) writes) with its owner, and the unit's state (C(systemctl show)), so that
+    the sweep can put them back at its end (C(-e restore=previous)).
   - It only reads; it never changes the host.
-  - RV(env_content) may hold C(HF_TOKEN), the API key or other secrets; run the task with C(no_log=true).
+  - RV(env_content) and RV(secret_config_content) may hold C(HF_TOKEN), the API key or other secrets; run the task
+    with C(no_log=true).
 options:
   name:
     description: The unit's name, for example C(sglang.service).
@@ -31,6 +33,9 @@ options:
     description: The unit's environment file.
     type: path
     required: true
+  secret_config_path:
+    description: The unit's secrets file. Omitted, none is read.
+    type: path
 author:
   - moesweep contributors (!UNKNOWN)
 extends_documentation_fragment:
@@ -61,8 +66,9 @@ EXAMPLES = r"""
     name: sglang.service
     unit_path: /etc/systemd/system/sglang.service
     env_path: /etc/moesweep/sglang.env
+    secret_config_path: /etc/moesweep/sglang.secrets.yaml
   register: previous
-  no_log: true  # the environment file may hold secrets
+  no_log: true  # the environment and secrets files hold secrets
 """
 
 RETURN = r"""
@@ -75,6 +81,15 @@ env_content:
   description: The environment file's content (it may hold secrets); null when there is none.
   returned: always
   type: str
+secret_config_content:
+  description: The secrets file's content (it holds secrets); null when there is none or O(secret_config_path) is omitted.
+  returned: always
+  type: str
+secret_config_owner:
+  description: The secrets file's owner and group (names, or numeric ids the host has no name for); null when there is none.
+  returned: always
+  type: dict
+  sample: {"owner": "sglang", "group": "sglang"}
 status:
   description: C(systemctl show) of the unit (an unknown unit reads C(LoadState=not-found)).
   returned: always
@@ -87,7 +102,10 @@ active:
   sample: true
 """
 
+import grp
 import io
+import os
+import pwd
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.moesweep.sweep.plugins.module_utils.systemd import Systemctl, unit_running
@@ -107,12 +125,30 @@ def read_file(module, path):
                              % (path, exc))
 
 
+def owner_of(path):
+    """{owner, group} of ``path`` by name (the id as a string when the host has no name for it), or None."""
+    try:
+        st = os.stat(path)
+    except (IOError, OSError):
+        return None
+    try:
+        owner = pwd.getpwuid(st.st_uid).pw_name
+    except KeyError:
+        owner = str(st.st_uid)
+    try:
+        group = grp.getgrgid(st.st_gid).gr_name
+    except KeyError:
+        group = str(st.st_gid)
+    return {"owner": owner, "group": group}
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             name=dict(type="str", required=True),
             unit_path=dict(type="path", required=True),
             env_path=dict(type="path", required=True),
+            secret_config_path=dict(type="path"),
         ),
         supports_check_mode=True,
     )
@@ -120,10 +156,15 @@ def main():
     systemd = Systemctl(module.run_command, module.get_bin_path("systemctl", required=True))
     unit_content = read_file(module, p["unit_path"])
     env_content = read_file(module, p["env_path"])
+    secret_content = secret_owner = None
+    if p["secret_config_path"]:
+        secret_content = read_file(module, p["secret_config_path"])
+        secret_owner = owner_of(p["secret_config_path"]) if secret_content is not None else None
     status, failed = systemd.show(p["name"], STATUS_PROPS)
     if failed:
         module.fail_json(msg=failed)
-    module.exit_json(changed=False, unit_content=unit_content, env_content=env_content, status=status,
+    module.exit_json(changed=False, unit_content=unit_content, env_content=env_content,
+                     secret_config_content=secret_content, secret_config_owner=secret_owner, status=status,
                      active=unit_running(status))
 
 

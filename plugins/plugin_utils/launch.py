@@ -8,10 +8,16 @@ sglang version and the program, validates the flags against the version's real a
 (``sglang_flags``) - the only place a launch is validated - and renders the argv and the unit's
 environment. The ``sglang_preflight`` action returns the plan; the unit template renders it.
 
-Secrets never enter the plan: the environment passed in is the public part, secret names are listed,
-and an API key is referenced as ``${SGLANG_API_KEY}`` (systemd expands it in ExecStart from the 0600
-environment file; systemd.service(5), "Command lines"), because sglang takes ``--api-key`` only on the
-command line (python/sglang/srt/server_args.py, v0.5.9: ``api_key`` has no environment fallback).
+Secrets never enter the plan: the environment passed in is the public part and secret names are listed. An
+API key reaches sglang in a YAML file the unit names with ``--config`` (0600, the service user's; the
+``sglang_unit`` module writes it), never on the command line, where every local user could read it
+(``/proc/PID/cmdline``). sglang has no environment fallback for ``api_key``; it reads it from ``--api-key`` or from
+``--config``: ``prepare_server_args`` runs ``ConfigArgumentMerger`` when the literal word ``--config`` is in argv
+(sglang v0.5.9 python/sglang/srt/server_args.py:5583-5589; v0.5.23 server_args.py:683-689), which turns each YAML
+key into ``--<key> <value>`` verbatim, ahead of the command line's words, so the command line wins
+(v0.5.9 python/sglang/srt/server_args_config_parser.py:67-82 and 140-184; v0.5.23
+python/sglang/srt/utils/server_args_config_parser.py:91-106 and 164-210). The key is therefore spelled as the
+option is, ``api-key``, and the path is its own argv word after ``--config`` (``--config=PATH`` is not seen).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -25,8 +31,10 @@ import shlex
 from ansible_collections.moesweep.sweep.plugins.module_utils import secrets
 from ansible_collections.moesweep.sweep.plugins.plugin_utils import nodes, sglang_flags
 
-API_KEY_ENV = "SGLANG_API_KEY"
-API_KEY_PLACEHOLDER = "${%s}" % API_KEY_ENV
+CONFIG_FLAG = "config"
+API_KEY_FLAG = "api-key"
+# ConfigArgumentMerger._validate_yaml_file refuses any other suffix (v0.5.9 server_args_config_parser.py:131-138)
+CONFIG_SUFFIXES = (".yaml", ".yml")
 BACKEND_FLAG = "moe-runner-backend"
 QUANT_FLAG = "quantization"
 DEFAULT_PORT = 30000  # ServerArgs.port (python/sglang/srt/server_args.py)
@@ -132,8 +140,6 @@ def _distance(a, b):
 
 def _systemd_word(word):
     # systemd.service(5) "Command lines": quote words with whitespace or quotes; % and $ are specifiers.
-    if word == API_KEY_PLACEHOLDER:
-        return word
     word = str(word).replace("%", "%%").replace("$", "$$")
     if word == "" or any(c in word for c in " \t\"'\\;"):
         return '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
@@ -154,8 +160,8 @@ def systemd_exec_lines(argv):
 
 
 def shell_join(argv):
-    """The command line exactly as a human would type it in a shell (the API key stays a reference)."""
-    return " ".join(w if w == API_KEY_PLACEHOLDER else shlex.quote(str(w)) for w in argv)
+    """The command line exactly as a human would type it in a shell."""
+    return " ".join(shlex.quote(str(w)) for w in argv)
 
 
 def version_flags(by_version, version):
@@ -224,11 +230,38 @@ def _canonical_overlays(schema, overlays):
     return out
 
 
+def refuse_reserved(flags):
+    """Refuse the flags moesweep sets itself: ``api-key`` (flags are shown and recorded) and ``config`` (sglang
+    takes one --config file, and moesweep's carries the API key: a second one fails the launch with "Multiple
+    config files specified! Only one allowed.", v0.5.9 server_args_config_parser.py:86-89; and options read from a
+    file would escape the preflight's check against the flag schema and the record)."""
+    names = {_name(k) for k in flags}
+    if API_KEY_FLAG in names:
+        raise LaunchError("put the API key in sglang_server_api_key (vault it), not in the launch flags: flags are "
+                          "shown and recorded, the key must stay in the unit's 0600 --config file")
+    if CONFIG_FLAG in names:
+        raise LaunchError("the launch flags set --config, which moesweep passes itself (the 0600 file with the API "
+                          "key; sglang takes only one): write that file's options as flags in sglang_server_flags or "
+                          "sglang_server_extra_flags instead (each is checked against the flag schema and "
+                          "recorded), and the key in sglang_server_api_key")
+
+
+def secret_config_path(inputs):
+    """The path of the unit's --config file when the server gets an API key, else None."""
+    if not inputs.get("api_key_set"):
+        return None
+    path = str(inputs.get("secret_config_path") or "")
+    if not path.startswith("/") or not path.endswith(CONFIG_SUFFIXES):
+        raise LaunchError("a server with an API key needs secret_config_path, the absolute path of its 0600 --config "
+                          "file ending in .yaml or .yml (sglang refuses any other suffix), got %r" % path)
+    return path
+
+
 def plan(inputs):
     """Plan one launch. ``inputs``: backend, flags, version_flags, backends, extra_flags, quantization,
-    sglang_version, provenance, command, venv, environment (public), secret_environment_keys, api_key_set, home,
-    cuda_home, and
-    ``nodes``: this rank's node plan (``nodes.plan_nodes``) when the server spreads over a node group.
+    sglang_version, provenance, command, venv, environment (public), secret_environment_keys, api_key_set,
+    secret_config_path (the unit's --config file, which carries the API key; required with api_key_set), home,
+    cuda_home, and ``nodes``: this rank's node plan (``nodes.plan_nodes``) when the server spreads over a node group.
 
     Returns {sglang_version, backend, point, flags, flag_errors, argv, command_line, exec_lines, port, host,
     environment, secret_environment_keys, launch_hash, nodes}. ``flag_errors`` are the schema's findings (the
@@ -246,11 +279,10 @@ def plan(inputs):
             raise LaunchError("quantization %r contradicts the flags' quantization %r" % (quant, given))
         flags[QUANT_FLAG] = quant
     extra_flags = _canonical(schema, inputs.get("extra_flags") or {})
-    if "api-key" in {_name(k) for k in list(flags) + list(extra_flags if isinstance(extra_flags, dict) else {})}:
-        raise LaunchError("put the API key in sglang_server_api_key (vault it), not in the launch flags: flags are "
-                          "shown and recorded, the key must stay in the 0600 environment file")
     merged, backend = merge_flags(flags, _canonical_overlays(schema, inputs.get("backends") or {}),
                                   inputs.get("backend"), extra_flags, backend_choices(schema))
+    refuse_reserved(merged)
+    config_path = secret_config_path(inputs)
     node_plan = inputs.get("nodes") or None
     if node_plan:
         try:
@@ -264,8 +296,8 @@ def plan(inputs):
         python = str(venv).rstrip("/") + "/bin/python" if venv else "python3"
         command = [python, "-m", "sglang.launch_server"]
     argv = command + (list(sglang_flags.render_argv(schema, merged)) if not errors else [])
-    if inputs.get("api_key_set") and not errors:
-        argv += ["--api-key", API_KEY_PLACEHOLDER]
+    if config_path and not errors:
+        argv += ["--" + CONFIG_FLAG, config_path]  # two words: ConfigArgumentMerger looks for "--config" itself
     env = {}
     for key, value in (inputs.get("environment") or {}).items():
         env[str(key)] = "" if value is None else str(value)
@@ -279,8 +311,7 @@ def plan(inputs):
         env.setdefault("FLASHINFER_WORKSPACE_BASE", str(home))
     cuda_home = inputs.get("cuda_home") or provenance.get("cuda_home") or "/usr/local/cuda"
     env.setdefault("CUDA_HOME", str(cuda_home))
-    secret_keys = sorted(set(inputs.get("secret_environment_keys") or []) |
-                         ({API_KEY_ENV} if inputs.get("api_key_set") else set()))
+    secret_keys = sorted(set(inputs.get("secret_environment_keys") or []))
     for key in secret_keys:
         env.pop(key, None)
     host = str(merged.get("host") or DEFAULT_HOST)

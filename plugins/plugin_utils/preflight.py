@@ -28,20 +28,6 @@ def public_bind_warning(host, port, api_key_set):
     return None
 
 
-def api_key_argv_caveat(api_key_set):
-    """The caveat of a server with an API key: sglang takes it on its command line, where every user of the host
-    can read it. sglang reads ``api_key`` from ``--api-key`` or from a ``--config`` YAML file only, with no
-    environment fallback (sglang v0.5.9 python/sglang/srt/server_args.py:3614-3618 and prepare_server_args
-    5583-5589); moesweep passes ``--api-key ${SGLANG_API_KEY}``, which systemd expands from the 0600 environment
-    file, so the unit file and ``systemctl show`` never hold it, but the process's argv does. None without a key."""
-    if not api_key_set:
-        return None
-    return ("the API key reaches the server as --api-key on its command line (systemd expands ${SGLANG_API_KEY} from "
-            "the 0600 environment file): any user of the GPU host can read it with ps or /proc/PID/cmdline while the "
-            "server runs. sglang reads it only from --api-key or a --config YAML file (server_args.py, v0.5.9); keep "
-            "the GPU host to trusted users, or bind 127.0.0.1 and front it")
-
-
 def run_preflight(args, task_vars_facts=None, node_inputs=None):
     """Pure core shared with tests and the CLI: returns (result dict, failed bool). ``node_inputs``
     (``nodes.inputs_from_vars``): this host serves in a node group; the launch is this rank's, and the result's
@@ -84,9 +70,6 @@ def run_preflight(args, task_vars_facts=None, node_inputs=None):
     public = public_bind_warning(plan["host"], plan["port"], bool(args.get("api_key_set")))
     if public:
         warnings.append(public)
-    argv_caveat = api_key_argv_caveat(bool(args.get("api_key_set")))
-    if argv_caveat:
-        warnings.append(argv_caveat)
     # gpu_facts' host checks (module_utils/host_checks.py): a warn is a caveat, a fail refuses the point
     host = facts.get("host_check_summary") or {}
     warnings.extend(host.get("warn") or [])

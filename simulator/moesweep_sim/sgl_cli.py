@@ -230,6 +230,16 @@ def load_spec(version: str) -> dict:
         return json.load(f)
 
 
+def merge_config(version: str, argv: list[str]) -> list[str]:
+    """argv as prepare_server_args hands it to argparse: a ``--config FILE``'s options in front (config_file.merge;
+    raises config_file.ConfigError where sglang raises)."""
+    from . import config_file
+
+    if config_file.CONFIG_FLAG not in argv:
+        return list(argv)
+    return config_file.merge(version, load_spec(version), argv)
+
+
 def parse(version: str, argv: list[str]) -> tuple[dict, dict]:
     """Parse argv like the emulated sglang.  Exits 2 (argparse) on a bad command line."""
     spec = load_spec(version)

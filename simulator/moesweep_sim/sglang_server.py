@@ -22,7 +22,7 @@ import threading
 import time
 import urllib.request
 
-from . import failure_model, faults, gpustate, moe_resolution, multinode, sgl_cli
+from . import config_file, failure_model, faults, gpustate, moe_resolution, multinode, sgl_cli
 from . import templates as T
 from .engine import Engine
 from .http_api import Handler, HTTPServer, health_check_timeout
@@ -123,10 +123,12 @@ class TqdmStatus:
 
 # ---------------------------------------------------------------------------- the server
 class Server:
-    def __init__(self, version: str, args: dict, spec: dict):
+    def __init__(self, version: str, args: dict, spec: dict, launch_argv: list | None = None):
         self.version = version
         self.args = args
         self.spec = spec
+        # the words argparse parsed: a --config file's options in front of the command line's (config_file.merge)
+        self.launch_argv = list(sys.argv[1:] if launch_argv is None else launch_argv)
         self.fault = faults.current()
         self.prof = gpustate.profile()
         self.gpu = gpustate.gpu_info(self.prof)
@@ -628,7 +630,10 @@ class Server:
         out.update({"max_total_num_tokens": self.max_total_tokens, "max_req_input_len": self.context_len - 1,
                     "internal_states": [{k: v for k, v in state.items() if _jsonable(v)}], "version": self.version})
         if self.version == "0.5.23":
-            out.update({"startup_time": self.start_time, "frontend": "http", "launch_command": " ".join(sys.argv)})
+            # server_args._launch_command: the argv prepare_server_args parsed, --config's options merged in
+            # (S23 server_args.py:717-719, sampling/watermarking/core.py redact_watermark_command_line)
+            out.update({"startup_time": self.start_time, "frontend": "http",
+                        "launch_command": " ".join(self.launch_argv)})
         return out
 
     def serve_http(self, trtllm_broken: bool):
@@ -794,6 +799,13 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     version = resolve_version()
     Log.write(f"[moesweep-sim] SIMULATED SGLang server (no GPU) emulating sglang {version}\n")
+    try:
+        argv = sgl_cli.merge_config(version, argv)
+    except config_file.ConfigError as exc:
+        # prepare_server_args raises before anything is logged: the traceback, exit status 1
+        Log.write(config_file.traceback_text(exc, os.environ.get("MOESWEEP_SIM_SITE_PACKAGES",
+                                                                 "/opt/sglang/venv/lib/python3.11/site-packages")))
+        return 1
     args, spec = sgl_cli.parse(version, argv)
     gpu = gpustate.gpu_info(gpustate.profile())
     failure = failure_model.launch_failure(version, args, gpu["sm"], model_facts(args.get("model_path") or "")[1],
@@ -812,7 +824,7 @@ def main(argv=None) -> int:
                   '  File "<frozen runpy>", line 88, in _run_code\n'
                   f"{frame}{failure.exc}\n")
         return 1
-    srv = Server(version, args, spec)
+    srv = Server(version, args, spec, launch_argv=argv)
     srv.run()
     return 1
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -28,6 +29,7 @@ HF_TOKEN = "hf_mOeSwEePtEsTtOkEn0123456789abcdef"
 API_KEY = "sk-moesweep-test-api-key-0123456789"
 ENV_TOKEN = "hf_eNvTokenThroughExtraEnvironment42"
 SECRETS = (HF_TOKEN, API_KEY, ENV_TOKEN)
+SECRETS_FILE = "/etc/moesweep/sglang.secrets.yaml"  # the --config file with the API key (sglang_server role)
 MOESWEEP = str(Path(sys.executable).parent / "moesweep")
 
 
@@ -330,7 +332,8 @@ def test_10_11_12_secrets_never_reach_a_record_an_artifact_the_output_or_a_reada
         elif path.is_dir():
             assert path.stat().st_mode & 0o077 == 0, (path, oct(path.stat().st_mode))
     assert not list(private_tmp.glob("moesweep-runner-*")), "a runner directory was left behind"
-    # on the host: the secrets are only in root's 0600 environment file; the unit and `systemctl show` hold none
+    # on the host: the tokens are only in root's 0600 environment file, the API key only in the service user's 0600
+    # --config file; the unit, `systemctl show` and every process's command line hold none
     h = host.names[0]
     patterns = " ".join(f"-e '{s}'" for s in SECRETS)
     hits = host.sh(h, f"grep -rlsF {patterns} /etc /var/lib /run /opt /home /tmp /var/tmp 2>/dev/null",
@@ -338,11 +341,61 @@ def test_10_11_12_secrets_never_reach_a_record_an_artifact_the_output_or_a_reada
     for path in hits:
         mode = host.sh(h, f"stat -c '%a %U' {path}").stdout.split()
         assert mode[0].endswith("00"), (path, mode)  # readable by its owner only
-    assert any(p.startswith("/etc/moesweep/") for p in hits), hits  # the environment file holds them
+    assert "/etc/moesweep/sglang.env" in hits, hits  # the environment file holds the tokens
+    key_hits = host.sh(h, f"grep -rlsF -e '{API_KEY}' /etc /var/lib /run /opt /home /tmp /var/tmp 2>/dev/null",
+                       timeout=120).stdout.split()
+    assert key_hits == [SECRETS_FILE], key_hits
+    assert host.sh(h, f"stat -c '%a %U %G' {SECRETS_FILE}").stdout.split() == ["600", "sglang", "sglang"]
     show = host.sh(h, "systemctl show sglang.service -p ExecStart,Environment --value").stdout
     found += [("systemctl show", s) for s in SECRETS if s in show]
-    assert "${SGLANG_API_KEY}" in host.sh(h, "cat /etc/systemd/system/sglang.service").stdout
+    unit = host.sh(h, "cat /etc/systemd/system/sglang.service").stdout
+    assert f"--config {SECRETS_FILE}" in unit and "--api-key" not in unit and "SGLANG_API_KEY" not in unit, unit
+    pid = host.sh(h, "systemctl show sglang.service -p MainPID --value").stdout.strip()
+    assert pid not in ("", "0"), "the server should run after the sweep"
+    server_argv = host.sh(h, f"tr '\\0' ' ' < /proc/{pid}/cmdline").stdout
+    assert f"--config {SECRETS_FILE}" in server_argv, server_argv
+    every_argv = host.sh(h, "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done 2>/dev/null").stdout
+    found += [("a process's command line", s) for s in SECRETS if s in every_argv]
     assert not found, found
+
+
+PROBE = """import sys, urllib.request as u
+r = u.Request("http://127.0.0.1:8000" + sys.argv[1], headers={"Authorization": sys.argv[2]} if sys.argv[2] else {})
+try:
+    print(u.urlopen(r, timeout=10).status)
+except Exception as e:
+    print(getattr(e, "code", e))
+"""
+
+
+def status_of(cluster, path, authorization=""):
+    """The HTTP status of GET path on the host's server (port 8000, the role's default launch), from the host."""
+    script = f"python3 -c {shlex.quote(PROBE)} {shlex.quote(path)} {shlex.quote(authorization)}"
+    return int(cluster.sh(cluster.names[0], script).stdout.strip())
+
+
+def test_10_restore_previous_puts_the_key_file_back_with_the_unit(host, tmp_path):
+    """A server with a key ran before the sweep; the sweep's point has none (its unit has no --config, and the file
+    is removed); restore=previous puts the unit and the key's file back as they were, and the server enforces it."""
+    h = host.names[0]
+    run, out = sweep_point(host, "flashinfer_cutlass", sglang_server_api_key=API_KEY)
+    assert run.rc == 0 and out.results["readiness"]["state"] == "ready", out.failed_msg
+    before = host.sh(h, f"md5sum {SECRETS_FILE}; stat -c '%a %U %G' {SECRETS_FILE}").stdout
+    assert "600 sglang sglang" in before, before
+    results = tmp_path / "results"
+    proc = cli(host, results, "--backends", "triton", "--restore", "previous",
+               settings=settings_file(tmp_path, sglang_server_api_key=""))
+    text = proc.communicate(timeout=600)[0]
+    assert proc.returncode == 0, text[-3000:]
+    point, restore = lines(results, "point")[-1], lines(results, "restore")[-1]
+    assert point["status"] == "passed" and "--config" not in point["launch"]["argv"], point["launch"]["argv"]
+    assert restore["action"] == "previous" and restore["status"] == "passed", restore
+    assert host.sh(h, f"md5sum {SECRETS_FILE}; stat -c '%a %U %G' {SECRETS_FILE}").stdout == before
+    assert backend_of(host) == "flashinfer_cutlass" and f"--config {SECRETS_FILE}" in host.sh(
+        h, "systemctl show sglang.service -p ExecStart --value").stdout
+    assert status_of(host, "/model_info") == 401
+    assert status_of(host, "/model_info", f"Bearer {API_KEY}") == 200
+    sweep_point(host, "flashinfer_cutlass")  # the module's other tests serve without a key
 
 
 def test_13_a_public_bind_without_a_key_is_warned_about_and_the_unit_comes_back_at_boot(host):

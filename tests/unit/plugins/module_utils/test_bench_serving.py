@@ -64,6 +64,22 @@ def test_level_arguments_parse_with_the_real_client_parser():
     assert {a for a in argv if a.startswith("--")} <= options
 
 
+def test_the_real_client_takes_the_api_key_from_its_environment_only():
+    """sglang_bench gives the key as OPENAI_API_KEY: the real bench_serving 0.5.9 sends it as a Bearer token
+    (get_auth_headers) and has no option that takes it, so it need never be on the client's command line."""
+    import ast
+
+    from simulator.real_wheels import source
+
+    src = source("sglang==0.5.9", "sglang/bench_serving.py")
+    tree = ast.parse(src)
+    auth = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "get_auth_headers")
+    assert 'os.environ.get("OPENAI_API_KEY")' in ast.get_source_segment(src, auth)
+    options = {n.args[0].value for n in ast.walk(tree) if isinstance(n, ast.Call)
+               and getattr(n.func, "attr", "") == "add_argument" and n.args and isinstance(n.args[0], ast.Constant)}
+    assert not {o for o in options if "api-key" in o or "auth" in o}, options
+
+
 def test_parse_real_result_line():
     record = bs.last_json_line((FIX / "sglang-0.5.9-sim-c4.jsonl").read_text())
     level = bs.parse_result(record, 20)

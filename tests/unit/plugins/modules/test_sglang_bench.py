@@ -170,3 +170,34 @@ def test_a_level_that_ended_is_kept_though_its_job_never_ended(tmp_path):
     assert kept[8]["figures"]["output_throughput"] == 210.5 and kept[8]["provisional"] and kept[8]["reused"]
     assert 64 not in kept
     assert sglang_bench.level_at_end(8, 40, parsed, error="timed out")["ok"] is False
+
+
+def test_the_api_key_reaches_the_client_in_its_environment_never_its_command_line(bench, monkeypatch):
+    """bench_serving reads the key from OPENAI_API_KEY (sglang v0.5.9 python/sglang/bench_serving.py:124-127,
+    get_auth_headers; tests/unit/plugins/module_utils/test_bench_serving.py reads it from the wheel): the client's
+    argv, which every user of the host can read in /proc/PID/cmdline, never holds it."""
+    started = []
+
+    class Driver:
+        stdin = stdout = None
+
+        def __init__(self, argv, env=None, **_kw):
+            started.append((list(argv), dict(env or {})))
+
+        def poll(self):
+            return None
+
+        def kill(self):
+            pass
+
+        def wait(self, timeout=None):
+            return -9
+
+    monkeypatch.setattr(sglang_bench.subprocess, "Popen", Driver)
+    kind, r = bench(api_key="sk-bench-unit-key")
+    assert kind == "fail"  # nothing listens on port 1; the client was started before that was known
+    assert started, r["msg"]
+    for argv, env in started:
+        assert not any("sk-bench-unit-key" in word for word in argv), argv
+        assert env.get("OPENAI_API_KEY") == "sk-bench-unit-key"
+    assert "sk-bench-unit-key" not in repr(r)

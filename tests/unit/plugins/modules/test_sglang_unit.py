@@ -3,7 +3,9 @@ old ones, systemd reloaded when the unit changed or systemd runs an older copy, 
 
 from __future__ import annotations
 
+import grp
 import os
+import pwd
 
 import pytest
 
@@ -323,3 +325,135 @@ def test_running_says_whether_the_units_process_is_up(run_module, systemd, tmp_p
     s.props["ActiveState"] = active
     kind, res = run_module(sglang_unit, args(tmp_path))
     assert kind == "exit" and res["running"] is running and res["status"]["ActiveState"] == active
+
+
+# ------------------------------------------------------------------------------------------ the secrets file
+SECRET = 'api-key: "sk-unit-test-key"\n'
+
+
+def me():
+    return pwd.getpwuid(os.getuid()).pw_name, grp.getgrgid(os.getgid()).gr_name
+
+
+def secret_args(tmp_path, **kw):
+    user, group = me()
+    out = args(tmp_path, secret_config_path=str(tmp_path / "etc" / "sglang.secrets.yaml"),
+               secret_config_content=SECRET, secret_config_owner=user, secret_config_group=group)
+    out.update(kw)
+    return out
+
+
+def test_the_secrets_file_is_written_0600_for_the_service_user_and_counts_as_configuration(run_module, systemd,
+                                                                                             tmp_path):
+    systemd()
+    kind, res = run_module(sglang_unit, secret_args(tmp_path))
+    assert kind == "exit", res
+    path = tmp_path / "etc" / "sglang.secrets.yaml"
+    st = os.stat(path)
+    assert path.read_text() == SECRET and st.st_mode & 0o7777 == 0o600
+    assert (st.st_uid, st.st_gid) == (os.getuid(), os.getgid())
+    assert res["secret_config_changed"] and res["config_changed"]
+    assert "sk-unit-test-key" not in repr(res)
+    assert sorted(os.listdir(tmp_path / "etc")) == ["sglang.env", "sglang.secrets.yaml"]  # no temporary file left
+    # the same again: nothing
+    s = systemd()
+    kind, res = run_module(sglang_unit, secret_args(tmp_path))
+    assert not res["changed"] and not res["config_changed"] and not res["secret_config_changed"]
+    assert s.verbs() == ["show", "show"]
+
+
+def test_a_new_key_alone_restarts_without_reload(run_module, systemd, tmp_path):
+    systemd()
+    run_module(sglang_unit, secret_args(tmp_path))
+    s = systemd()
+    kind, res = run_module(sglang_unit, secret_args(tmp_path, secret_config_content='api-key: "sk-rotated"\n'))
+    assert res["config_changed"] and res["secret_config_changed"] and not res["unit_changed"] and not res["env_changed"]
+    assert "daemon-reload" not in s.verbs() and "verify" not in s.verbs()
+    assert (tmp_path / "etc" / "sglang.secrets.yaml").read_text() == 'api-key: "sk-rotated"\n'
+
+
+def test_no_key_removes_a_file_left_by_an_earlier_key(run_module, systemd, tmp_path):
+    systemd()
+    run_module(sglang_unit, secret_args(tmp_path))
+    systemd()
+    kind, res = run_module(sglang_unit, secret_args(tmp_path, secret_config_content=None))
+    assert kind == "exit", res
+    assert res["secret_config_changed"] and res["config_changed"]
+    assert not (tmp_path / "etc" / "sglang.secrets.yaml").exists()
+    systemd()
+    kind, res = run_module(sglang_unit, secret_args(tmp_path, secret_config_content=None))
+    assert not res["changed"] and not res["secret_config_changed"]
+
+
+def test_the_secrets_file_in_check_mode_and_diff_is_predicted_never_shown(run_module, systemd, tmp_path):
+    systemd()
+    kind, res = run_module(sglang_unit, secret_args(tmp_path, _ansible_check_mode=True, _ansible_diff=True))
+    assert kind == "exit" and res["secret_config_changed"] and res["config_changed"]
+    assert not (tmp_path / "etc").exists()
+    assert "sk-unit-test-key" not in repr(res) and "api-key" not in repr(res["diff"])
+    # a file to remove, in check mode: predicted, left
+    systemd()
+    run_module(sglang_unit, secret_args(tmp_path))
+    systemd()
+    kind, res = run_module(sglang_unit, secret_args(tmp_path, secret_config_content=None, _ansible_check_mode=True))
+    assert res["secret_config_changed"] and (tmp_path / "etc" / "sglang.secrets.yaml").exists()
+
+
+def test_an_owner_or_mode_repair_of_the_secrets_file_is_no_configuration_change(run_module, systemd, tmp_path):
+    systemd()
+    run_module(sglang_unit, secret_args(tmp_path))
+    os.chmod(tmp_path / "etc" / "sglang.secrets.yaml", 0o644)
+    systemd()
+    kind, res = run_module(sglang_unit, secret_args(tmp_path))
+    assert res["changed"] and not res["config_changed"] and not res["secret_config_changed"]
+    assert os.stat(tmp_path / "etc" / "sglang.secrets.yaml").st_mode & 0o7777 == 0o600
+
+
+def test_the_secrets_file_owner_defaults_to_the_account(run_module, systemd, tmp_path, monkeypatch):
+    systemd()
+    user, group = me()
+    monkeypatch.setattr(sglang_unit, "account_state", lambda want: (True, {
+        "group": group, "home": "/var/lib/sglang", "shell": "/usr/sbin/nologin"}, [], []))
+    a = secret_args(tmp_path, account={"user": user, "group": group, "groups": [], "home": "/var/lib/sglang"})
+    del a["secret_config_owner"], a["secret_config_group"]
+    kind, res = run_module(sglang_unit, a)
+    assert kind == "exit", res
+    st = os.stat(tmp_path / "etc" / "sglang.secrets.yaml")
+    assert (st.st_uid, st.st_gid) == (os.getuid(), os.getgid())
+
+
+def test_a_secrets_file_owner_that_does_not_exist(run_module, systemd, tmp_path):
+    systemd()
+    kind, res = run_module(sglang_unit, secret_args(tmp_path, secret_config_owner="moesweep-no-such-user"))
+    assert kind == "fail" and "moesweep-no-such-user" in res["msg"] and "does not exist" in res["msg"]
+    assert not (tmp_path / "etc").exists()
+    # in check mode the account is only predicted: a change, not a failure
+    systemd()
+    kind, res = run_module(sglang_unit, secret_args(tmp_path, secret_config_owner="moesweep-no-such-user",
+                                                    _ansible_check_mode=True))
+    assert kind == "exit" and res["secret_config_changed"]
+
+
+def test_secret_content_without_its_path_is_refused(run_module, systemd, tmp_path):
+    systemd()
+    a = secret_args(tmp_path)
+    del a["secret_config_path"]
+    kind, res = run_module(sglang_unit, a)
+    assert kind == "fail" and "secret_config_path" in res["msg"]
+
+
+def test_the_secret_contents_are_no_log(monkeypatch):
+    """Ansible masks no_log values in every result, log and diff (module_utils basic remove_values)."""
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def init(self, argument_spec, **_kw):
+        seen.update(argument_spec)
+        raise Stop
+
+    monkeypatch.setattr(sglang_unit.AnsibleModule, "__init__", init)
+    with pytest.raises(Stop):
+        sglang_unit.main()
+    assert seen["secret_config_content"].get("no_log") and seen["env_content"].get("no_log")

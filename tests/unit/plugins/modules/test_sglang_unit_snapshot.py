@@ -3,6 +3,10 @@ are; it changes nothing."""
 
 from __future__ import annotations
 
+import grp
+import os
+import pwd
+
 import pytest
 
 # isort: split
@@ -106,3 +110,31 @@ def test_a_file_that_is_not_utf8_is_refused_rather_than_put_back_changed(run_mod
     (tmp_path / "sglang.env").write_bytes(b"HF_TOKEN=\xff\xfe\n")
     kind, res = run_module(sglang_unit_snapshot, args(tmp_path))
     assert kind == "fail" and "not UTF-8" in res["msg"] and "sglang.env" in res["msg"]
+
+
+def test_the_secrets_file_is_read_with_its_owner_so_the_restore_puts_it_back_as_it_was(run_module, systemctl,
+                                                                                     tmp_path):
+    systemctl()
+    files(tmp_path)
+    secret = tmp_path / "sglang.secrets.yaml"
+    secret.write_text('api-key: "sk-before"\n')
+    kind, res = run_module(sglang_unit_snapshot, args(tmp_path, secret_config_path=str(secret)))
+    assert kind == "exit", res
+    assert res["secret_config_content"] == 'api-key: "sk-before"\n'
+    assert res["secret_config_owner"] == {"owner": pwd.getpwuid(os.getuid()).pw_name,
+                                          "group": grp.getgrgid(os.getgid()).gr_name}
+    # none there, or none asked for: null (the restore removes a file the sweep left)
+    secret.unlink()
+    kind, res = run_module(sglang_unit_snapshot, args(tmp_path, secret_config_path=str(secret)))
+    assert res["secret_config_content"] is None and res["secret_config_owner"] is None
+    kind, res = run_module(sglang_unit_snapshot, args(tmp_path))
+    assert res["secret_config_content"] is None
+
+
+def test_an_owner_the_host_has_no_name_for_reads_as_its_id(tmp_path, monkeypatch):
+    path = tmp_path / "f"
+    path.write_text("x")
+    monkeypatch.setattr(sglang_unit_snapshot.pwd, "getpwuid", lambda uid: (_ for _ in ()).throw(KeyError(uid)))
+    monkeypatch.setattr(sglang_unit_snapshot.grp, "getgrgid", lambda gid: (_ for _ in ()).throw(KeyError(gid)))
+    assert sglang_unit_snapshot.owner_of(str(path)) == {"owner": str(os.getuid()), "group": str(os.getgid())}
+    assert sglang_unit_snapshot.owner_of(str(tmp_path / "missing")) is None

@@ -46,6 +46,10 @@ def test_a_choice_without_overlay_gets_its_flag():
     ({"backend": "flashinfer_cutlas"}, "did you mean 'flashinfer_cutlass'"),
     ({"backend": ["a", "b"]}, "one --moe-runner-backend name"),
     ({"extra_flags": {"api-key": "s3cret"}}, "sglang_server_api_key"),
+    ({"backends": dict(OVERLAYS, flashinfer_cutlass={"flags": {"api-key": "s3cret"}})}, "sglang_server_api_key"),
+    ({"api_key_set": True}, "needs secret_config_path"),
+    ({"api_key_set": True, "secret_config_path": "/etc/moesweep/sglang.secrets.json"}, "ending in .yaml or .yml"),
+    ({"api_key_set": True, "secret_config_path": "sglang.secrets.yaml"}, "absolute path"),
     ({"sglang_version": "9.9.9"}, "moesweep knows 0.5.9, 0.5.23"),
     ({"sglang_version": "", "provenance": {}}, "set sglang_server_sglang_version"),
     ({"quantization": "fp8"}, "contradicts the flags' quantization"),
@@ -68,15 +72,45 @@ def test_version_from_provenance_and_cuda_home():
     assert p["sglang_version"] == "0.5.23" and p["environment"]["CUDA_HOME"] == "/usr/local/cuda-13.0"
 
 
+SECRETS_FILE = "/etc/moesweep/sglang.secrets.yaml"
+
+
 def test_secrets_never_enter_the_plan():
     p = plan(environment={"NCCL_P2P_LEVEL": "PHB"}, secret_environment_keys=["HF_TOKEN"], api_key_set=True,
-             home="/var/lib/sglang")
-    assert p["argv"][-2:] == ["--api-key", "${SGLANG_API_KEY}"]
-    assert p["exec_lines"][-1] == "--api-key ${SGLANG_API_KEY}"  # not escaped: systemd expands it
-    assert p["command_line"].endswith("--api-key ${SGLANG_API_KEY}")
-    assert p["secret_environment_keys"] == ["HF_TOKEN", "SGLANG_API_KEY"]
+             secret_config_path=SECRETS_FILE, home="/var/lib/sglang")
+    assert p["secret_environment_keys"] == ["HF_TOKEN"]
     assert "HF_TOKEN" not in p["environment"] and p["environment"]["HOME"] == "/var/lib/sglang"
     assert p["environment"]["FLASHINFER_WORKSPACE_BASE"] == "/var/lib/sglang"
+
+
+def test_the_api_key_reaches_sglang_through_its_config_file_never_the_command_line():
+    """sglang merges --config's YAML keys as options ahead of the command line only when the word "--config" is in
+    argv (v0.5.9 server_args.py:5583, server_args_config_parser.py:86): the path is a word of its own."""
+    p = plan(api_key_set=True, secret_config_path=SECRETS_FILE)
+    assert p["argv"][-2:] == ["--config", SECRETS_FILE] and "--api-key" not in p["argv"]
+    assert p["exec_lines"][-1] == "--config " + SECRETS_FILE
+    assert p["command_line"].endswith(" --config " + SECRETS_FILE) and "${" not in p["command_line"]
+    # no key, no file: nothing on the command line, and a path given for the file is not used
+    bare = plan(api_key_set=False, secret_config_path=SECRETS_FILE)
+    assert "--config" not in bare["argv"] and "--api-key" not in bare["argv"]
+    assert bare["launch_hash"] != p["launch_hash"]  # a key set or removed is another launch
+
+
+@pytest.mark.parametrize("where", ["flags", "extra_flags", "version_flags", "overlay"])
+@pytest.mark.parametrize("name", ["config", "--config", "confi"])
+def test_a_config_flag_is_refused_naming_the_fix(where, name):
+    """A second --config would fail sglang's launch ("Multiple config files specified!"), and a file's options would
+    escape the schema check; an abbreviation sglang's parser would take for --config is refused too."""
+    given = {name: "/etc/mine.yaml"}
+    kw = {"flags": dict(FLAGS, **given)} if where == "flags" else (
+        {"extra_flags": given} if where == "extra_flags" else (
+            {"version_flags": {"0.5.9": given}} if where == "version_flags" else
+            {"backends": dict(OVERLAYS, flashinfer_cutlass={"flags": dict(given, **{
+                "moe-runner-backend": "flashinfer_cutlass"})})}))
+    with pytest.raises(launch.LaunchError) as exc:
+        plan(api_key_set=True, secret_config_path=SECRETS_FILE, **kw)
+    msg = str(exc.value)
+    assert "--config" in msg and "sglang_server_flags" in msg and "sglang_server_api_key" in msg, msg
 
 
 def test_launch_hash_identifies_argv_and_environment():
@@ -89,26 +123,7 @@ def test_launch_hash_identifies_argv_and_environment():
 def test_systemd_words_are_escaped():
     lines = launch.systemd_exec_lines(["/p", "--a", "x y", "--b", "50%", "--c", "$HOME"])
     assert lines == ["/p", '--a "x y"', "--b 50%%", "--c $$HOME"]
-    assert launch.shell_join(["a b", "--api-key", "${SGLANG_API_KEY}"]) == "'a b' --api-key ${SGLANG_API_KEY}"
-
-
-def test_public_bind_without_a_key_is_a_warning():
-    from ansible_collections.moesweep.sweep.plugins.plugin_utils import preflight
-
-    assert "without --api-key" in preflight.public_bind_warning("0.0.0.0", 8000, False)
-    assert preflight.public_bind_warning("0.0.0.0", 8000, True) is None
-    assert preflight.public_bind_warning("127.0.0.1", 8000, False) is None
-
-
-def test_a_key_on_the_command_line_is_a_caveat_of_the_preflight():
-    """sglang takes the API key on its argv (or a --config file moesweep does not write): said, not hidden (#37)."""
-    from ansible_collections.moesweep.sweep.plugins.plugin_utils import preflight
-
-    assert "ps or /proc/PID/cmdline" in preflight.api_key_argv_caveat(True)
-    assert preflight.api_key_argv_caveat(False) is None
-    result, failed = preflight.run_preflight({"backend": "triton", "sglang_version": "0.5.9",
-                                              "flags": {"model-path": "m", "host": "0.0.0.0", "port": 8000}})
-    assert not failed and any("all interfaces" in w for w in result["preflight_warnings"])
+    assert launch.shell_join(["a b", "--c", "$HOME"]) == "'a b' --c '$HOME'"
 
 
 @pytest.mark.parametrize("version", ["0.5.9", "0.5.23"])

@@ -103,13 +103,14 @@ def test_point_status(stage, failed, readiness, smoke, bench, expected):
 
 def test_record_is_redacted_and_complete():
     ctx = {"sweep_id": "s", "host": "h", "point": "p", "readiness": READY, "smoke": {"state": "ok"},
-           "benchmark": OK_BENCH, "launch": {"backend": "triton", "argv": ["x", "--api-key", "${SGLANG_API_KEY}"]},
+           "benchmark": OK_BENCH,
+           "launch": {"backend": "triton", "argv": ["x", "--config", "/etc/moesweep/sglang.secrets.yaml"]},
            "failed_result": {}, "reference_concurrency": 8, "known_secrets": ["hf_supersecretvalue1234"],
            "provenance": {"note": "token hf_supersecretvalue1234"}}
     rec = records.build_point_record(ctx)
     assert rec["schema"] == records.SCHEMA and rec["status"] == "passed" and rec["backend"] == "triton"
     assert "hf_supersecret" not in json.dumps(rec) and rec["secrets"] == "redacted"
-    assert rec["launch"]["argv"][-1] == "${SGLANG_API_KEY}"
+    assert rec["launch"]["argv"][-1] == "/etc/moesweep/sglang.secrets.yaml"  # a path, not a secret: kept
 
 
 def test_read_points_skips_a_torn_last_line(tmp_path):
