@@ -21,7 +21,7 @@ import pytest
 from conftest import REPO, point_records, sweep_point
 
 from moesweep.runner import run_playbook
-from moesweep.sim.presets import SIM_FAST
+from moesweep.sim.presets import SIM_FAST, SMALL_BENCH
 
 pytestmark = pytest.mark.hosts
 
@@ -357,6 +357,41 @@ def test_10_11_12_secrets_never_reach_a_record_an_artifact_the_output_or_a_reada
     every_argv = host.sh(h, "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done 2>/dev/null").stdout
     found += [("a process's command line", s) for s in SECRETS if s in every_argv]
     assert not found, found
+
+
+def test_10_11_12_with_the_benchmark_no_secret_reaches_its_files_or_the_vvv_output(bench_cluster, tmp_path):
+    """The benchmark and the accuracy stage are where the key travels most: the client sends it on every request,
+    and bench_serving writes the server's /get_server_info (its ServerArgs, api_key included) into its result. A
+    sweep with both on, run as ansible-playbook -vvv --diff, keeps no secret in its output or its results."""
+    secrets = tmp_path / "secrets.yml"
+    secrets.write_text(f"sglang_server_hf_token: {HF_TOKEN}\nsglang_server_api_key: {API_KEY}\n"
+                       f"sglang_server_extra_environment:\n  HF_TOKEN: {ENV_TOKEN}\n"
+                       f"  MOESWEEP_SIM_TIME_SCALE: '0.1'\n")
+    secrets.chmod(0o600)
+    results = tmp_path / "results"
+    settings = settings_file(tmp_path, sglang_bench_enabled=True, **SMALL_BENCH)
+    try:
+        playbook = bench_cluster.playbook("sweep.yml", "-vvv", "--diff", "-e", f"@{settings}", "-e", f"@{secrets}",
+                                          "-e", "backend=triton", "-e", "rerun=true", "-e", f"results_dir={results}",
+                                          check=False)
+        assert playbook.returncode == 0, playbook.stdout[-3000:]
+        (rec,) = [r for r in lines(results, "point")]
+        assert rec["status"] == "passed" and rec["benchmark"]["levels"] and rec["accuracy"], rec.get("cause")
+        found = [(where, s) for text, where in ((playbook.stdout, "stdout"), (playbook.stderr, "stderr"))
+                 for s in SECRETS if s in text]
+        bench_files = [p for p in results.rglob("*") if p.is_file()]
+        assert any(p.name.endswith(".result.json") for p in bench_files), bench_files
+        for path in bench_files:
+            found += [(str(path), s) for s in SECRETS if s.encode() in path.read_bytes()]
+        # and on the host, the benchmark's own files (its raw output, progress, logs) hold none either
+        h = bench_cluster.names[0]
+        hits = bench_cluster.sh(h, f"grep -rlsF -e '{API_KEY}' /var/lib/moesweep /home /tmp /var/tmp 2>/dev/null",
+                                timeout=120).stdout.split()
+        found += [(path, API_KEY) for path in hits]
+        assert not found, found
+    finally:  # leave the shared host without a key for the tests after this one
+        bench_cluster.playbook("sweep.yml", "-e", f"@{settings_file(tmp_path)}", "-e", "backend=triton",
+                               "-e", "rerun=true", "-e", f"results_dir={tmp_path / 'after'}", check=False)
 
 
 PROBE = """import sys, urllib.request as u
