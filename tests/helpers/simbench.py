@@ -24,7 +24,7 @@ import urllib.request
 from pathlib import Path
 
 from helpers import lockfiles
-from helpers.paths import REPO
+from helpers.paths import REPO, TARGET_PYTHON
 
 SIMULATOR = REPO / "simulator"
 SIM = SIMULATOR / "bin" / "sglang-sim"
@@ -64,7 +64,7 @@ def build_venv(venv: Path, installs: list[list[str]]) -> Path:
 def _build_venv(venv: Path, installs: list[list[str]]) -> Path:
     py = venv / "bin" / "python"
     tmp = venv.with_name(venv.name + ".building")
-    subprocess.run([sys.executable, "-m", "venv", "--clear", str(tmp)], check=True)
+    subprocess.run([TARGET_PYTHON, "-m", "venv", "--clear", str(tmp)], check=True)
     for args in installs:
         r = subprocess.run([str(tmp / "bin" / "pip"), "install", "-q", *args], capture_output=True, text=True)
         if r.returncode != 0:
