@@ -1,10 +1,11 @@
 # moesweep: the two commands a new user runs are `make demo` and `make test` (see README).
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
-PYTHON ?= python3.11
+# The controller's Python: empty, `make venv` takes the newest of 3.13, 3.12 (ansible-core 2.21) and 3.11 (2.19) it
+# finds (scripts/controller-venv); `make venv PYTHON=/path/to/python3.X` names one.
+PYTHON ?=
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.moesweep-installed
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 SIM_DEBS := systemd-container debootstrap zstd iproute2 openssh-client apt-utils dpkg-dev gnupg
@@ -13,13 +14,10 @@ BROWSER_DEBS := chromium fonts-dejavu-core
 
 .PHONY: venv sim-deps browser-deps lint sanity unit test demo demo-down clean
 
-$(STAMP): requirements-controller.txt pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check -r requirements-controller.txt
-	$(BIN)/pip install -q --disable-pip-version-check --no-deps -e .
-	touch $@
-
-venv: $(STAMP)
+# The venv, made again when the Python chosen is another minor version, reinstalled when a pin changed; it says which
+# Python and ansible-core it runs, and names the fix when no Python >= 3.11 is found.
+venv:
+	@PYTHON="$(PYTHON)" scripts/controller-venv $(VENV)
 
 # Debian packages the simulated hosts need on this machine (root; Debian archives only).
 sim-deps:
@@ -40,8 +38,8 @@ lint: venv
 	$(MAKE) --no-print-directory sanity
 
 # ansible-test sanity on the collection as `ansible-galaxy collection build` ships it, offline but for PyPI
-# (tests/sanity/run.sh: how, and which tests; tests/sanity/ignore-2.19.txt: the exceptions, each with its
-# reason). Its shellcheck test needs Debian's shellcheck (installed as root; without it that test is skipped).
+# (tests/sanity/run.sh: how, and which tests; tests/sanity/ignore-<ansible-core major.minor>.txt: the exceptions,
+# each with its reason). Its shellcheck test needs Debian's shellcheck (installed as root; without it that test is skipped).
 sanity: venv
 	@command -v shellcheck >/dev/null || if [ "$$(id -u)" = 0 ]; then echo "installing: shellcheck"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends shellcheck >/dev/null; \

@@ -20,7 +20,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from helpers.paths import REPO
+from helpers.paths import REPO, TARGET_PYTHON
 from moesweep_sim import tokenmodel
 
 # alone: its throughput is held to 3 % of the simulator's ground truth, which a test in another worker would slow.
@@ -41,7 +41,7 @@ def _venv_python() -> Path:
     if py.exists():
         return py
     tmp = VENV.with_name(VENV.name + ".building")
-    subprocess.run([sys.executable, "-m", "venv", "--clear", str(tmp)], check=True)
+    subprocess.run([TARGET_PYTHON, "-m", "venv", "--clear", str(tmp)], check=True)
     pip = [str(tmp / "bin" / "pip"), "install", "-q"]
     r1 = subprocess.run(pip + ["--no-deps", "sglang==0.5.9"], capture_output=True, text=True)
     r2 = subprocess.run(pip + CLIENT_PKGS, capture_output=True, text=True) if r1.returncode == 0 else r1

@@ -2,7 +2,9 @@
 # Copyright: moesweep contributors
 # Apache License 2.0 (see LICENSE)
 #
-# ansible-test sanity on the collection exactly as `ansible-galaxy collection build` ships it.
+# ansible-test sanity on the collection exactly as `ansible-galaxy collection build` ships it, with the ansible-core
+# and the Python of the venv in BIN: ansible-test reads the exceptions from tests/sanity/ignore-<major.minor>.txt of
+# that ansible-core (one file per tested release: 2.19, 2.20, 2.21), each line with its reason.
 #
 # ansible-test runs only from a directory ending in ansible_collections/<namespace>/<name>; the repository
 # root is the collection but not at such a path (the committed collections/ shim is symlinks, which
@@ -15,16 +17,16 @@
 #   tests/sanity/run.sh --test validate-modules -v
 #
 # Arguments replace the default selection (one run on the whole collection). Environment: BIN (the venv's bin, default .venv/bin),
+# SANITY_PYTHON (the Python version the tests run on, default the venv's),
 # MOESWEEP_SANITY_CACHE (ansible-test's home: its virtualenvs and the pip bootstrap; default
 # ~/.cache/moesweep/ansible-test).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 bin=$(cd "${BIN:-$repo/.venv/bin}" && pwd)
-python_version=3.11
 cache=${MOESWEEP_SANITY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/moesweep/ansible-test}
 
-# Every sanity test of ansible-core 2.19 runs on the whole collection, except:
+# Every sanity test of ansible-core runs on the whole collection, except:
 #   pylint  - not a gate: ruff (pyproject.toml) is the collection's Python linter;
 #   pep8    - on the Ansible plugins and these tests only: ruff with the collection's settings covers the Python
 #             package, the simulator, the scripts and the other tests;
@@ -33,11 +35,30 @@ cache=${MOESWEEP_SANITY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/moesweep/ansible-
 #             (the simulated hosts have no `python`), where ansible-test wants `#!/usr/bin/env python`.
 skip=(--skip-test pylint --skip-test pep8 --skip-test shebang)
 pep8_targets=(plugins/ tests/sanity/ tests/unit/test_docs.py)
+# The managed hosts' Python (Debian 12's python3): where the venv runs another (ansible-core 2.20 and later need 3.12+
+# on the controller), compile and import run once more on it, on the target-side code (modules, module_utils).
+target_python=3.11
 not_ansible_content=(src simulator bench scripts)
 
 for tool in ansible-galaxy ansible-test pip; do
   [ -x "$bin/$tool" ] || { echo "tests/sanity/run.sh: $bin/$tool not found: run make venv first" >&2; exit 2; }
 done
+
+# The venv's Python runs the sanity tests; its ansible-core names the ignore file, which must exist (without one
+# ansible-test would report every exception as an error, with no word of the missing file).
+read -r python_version core_version < <("$bin/python" -c 'import sys
+from ansible.release import __version__
+print("%d.%d" % sys.version_info[:2], ".".join(__version__.split(".")[:2]))')
+ignore="tests/sanity/ignore-$core_version.txt"
+if [ ! -f "$repo/$ignore" ]; then
+  tested=()
+  for file in "$repo"/tests/sanity/ignore-*.txt; do tested+=("$(basename "$file" .txt | sed 's/^ignore-//')"); done
+  echo "tests/sanity/run.sh: ansible-core $core_version (in $bin) has no $ignore; the tested releases are" \
+    "${tested[*]} (make venv installs one)" >&2
+  exit 2
+fi
+echo "tests/sanity/run.sh: ansible-core $("$bin/python" -c 'from ansible.release import __version__; print(__version__)')" \
+  "on Python $python_version, exceptions from $ignore"
 
 # ansible-test bootstraps pip in each sanity virtualenv from ~/.ansible/test/cache/get_pip_<version>.py,
 # downloading it from ci-files.testing.ansible.com when absent; put the offline stand-in there instead, with
@@ -64,7 +85,7 @@ tar -xzf "$work/$namespace-$name-"*.tar.gz -C "$collection"
 
 cd "$collection"
 # ANSIBLE_CONFIG (exported by the Makefile) would point ansible-doc at the checkout instead of this copy.
-sanity() { env -u ANSIBLE_CONFIG HOME="$cache" "$bin/ansible-test" sanity --local --python "$python_version" --color no "$@"; }
+sanity() { env -u ANSIBLE_CONFIG HOME="$cache" "$bin/ansible-test" sanity --local --python "${SANITY_PYTHON:-$python_version}" --color no "$@"; }
 if [ $# -gt 0 ]; then
   sanity "$@"
 else
@@ -78,4 +99,7 @@ else
   done
   sanity --test shebang "${content[@]}"
   sanity --test pep8 "${pep8_targets[@]}"
+  if [ "$python_version" != "$target_python" ]; then
+    SANITY_PYTHON=$target_python sanity --test compile --test import
+  fi
 fi

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.paths import REPO
+from helpers.paths import REPO, TARGET_PYTHON
 
 from moesweep.sim import wheelhouse
 
@@ -41,7 +41,7 @@ print(json.dumps(out))
 def client(tmp_path_factory):
     root = wheelhouse.build(wheelhouse.sim_locks())
     venv = tmp_path_factory.mktemp("hf-client") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([TARGET_PYTHON, "-m", "venv", str(venv)], check=True)
     subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--no-index", "--find-links", str(root / "wheels"),
                     "huggingface_hub==0.36.2"], check=True, timeout=300)
     return venv / "bin" / "python"

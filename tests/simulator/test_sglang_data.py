@@ -12,10 +12,9 @@ from __future__ import annotations
 import ast
 import json
 import subprocess
-import sys
 
 import pytest
-from helpers.paths import REPO
+from helpers.paths import REPO, TARGET_PYTHON
 from moesweep_sim import http_api, metrics, server_args
 from simulator.real_wheels import WHEELS, source, wheel_path
 
@@ -27,7 +26,7 @@ VERSIONS = ("0.5.9", "0.5.23")
 @pytest.mark.parametrize("version", VERSIONS)
 def test_committed_data_is_what_the_wheel_holds(version, tmp_path):
     out = tmp_path / "x.json"
-    r = subprocess.run([sys.executable, str(EXTRACT), str(wheel_path(WHEELS[("sglang", version)])), "--out", str(out)],
+    r = subprocess.run([TARGET_PYTHON, str(EXTRACT), str(wheel_path(WHEELS[("sglang", version)])), "--out", str(out)],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert out.read_text() == (DATA / f"sglang-{version}.json").read_text()

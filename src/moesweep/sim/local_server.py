@@ -26,6 +26,7 @@ from pathlib import Path
 
 from moesweep._collection import REPO_ROOT as REPO
 from moesweep.sim import lockfiles
+from moesweep.sim.wheelhouse import TARGET_PYTHON
 
 SIMULATOR = REPO / "simulator"
 SIM = SIMULATOR / "bin" / "sglang-sim"
@@ -66,7 +67,7 @@ def build_venv(venv: Path, installs: list[list[str]]) -> Path:
 def _build_venv(venv: Path, installs: list[list[str]]) -> Path:
     py = venv / "bin" / "python"
     tmp = venv.with_name(venv.name + ".building")
-    subprocess.run([sys.executable, "-m", "venv", "--clear", str(tmp)], check=True)
+    subprocess.run([TARGET_PYTHON, "-m", "venv", "--clear", str(tmp)], check=True)
     for args in installs:
         r = subprocess.run([str(tmp / "bin" / "pip"), "install", "-q", *args], capture_output=True, text=True)
         if r.returncode != 0:

@@ -27,6 +27,7 @@ import http.server
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -38,6 +39,11 @@ from pathlib import Path
 from moesweep._collection import REPO_ROOT
 
 PYPI = "https://pypi.org/simple"
+# The Python of the target hosts and of the simulated ones: Debian 12's python3.11. The wheelhouse's wheels, the
+# client venvs the roles build on a host and the simulator's extracted data are for it, whichever Python runs the
+# controller's venv (3.11 with ansible-core 2.19; 3.12 or 3.13 with 2.20 and later: scripts/controller-venv).
+TARGET_PYTHON = (sys.executable if sys.version_info[:2] == (3, 11)
+                 else shutil.which("python3.11") or "/usr/bin/python3.11")
 
 
 def cache_root() -> Path:

@@ -15,7 +15,7 @@ from ansible.module_utils.testing import patch_module_args
 # isort: split
 from ansible_collections.moesweep.sweep.plugins.module_utils import model_stage as ms
 from ansible_collections.moesweep.sweep.plugins.modules import model_stage
-from helpers.paths import REPO
+from helpers.paths import REPO, TARGET_PYTHON
 
 from moesweep.sim import wheelhouse
 
@@ -33,7 +33,7 @@ class Done(Exception):
 def python(tmp_path_factory):
     root = wheelhouse.build(wheelhouse.sim_locks())
     venv = tmp_path_factory.mktemp("stage-client") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([TARGET_PYTHON, "-m", "venv", str(venv)], check=True)
     subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--no-index", "--find-links", str(root / "wheels"),
                     "huggingface_hub==0.36.2"], check=True, timeout=300)
     return str(venv / "bin" / "python")
