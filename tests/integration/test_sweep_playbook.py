@@ -255,9 +255,9 @@ def test_a_controller_killed_mid_benchmark_leaves_a_job_that_the_next_run_stops_
     results = tmp_path / "results"
     sweep_id = f"killed-mid-bench-{os.getpid()}-{int(time.time())}"  # its own directory on the host
     slow = json.loads(path.read_text())
-    # c1 long enough (30 prompts one after the other) to outlast the killed run and the next run's way to its
+    # c1 long enough (50 prompts one after the other, ~60 s) to outlast the killed run and the next run's way to its
     # benchmark
-    slow.update(results_dir=str(results), sweep_id=sweep_id, sglang_bench_num_prompts=[30, 8])
+    slow.update(results_dir=str(results), sweep_id=sweep_id, sglang_bench_num_prompts=[50, 8])
     (tmp_path / "slow.json").write_text(json.dumps(slow))
     argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(bench_cluster.inventory), "sweep.yml",
             "-e", f"@{tmp_path / 'slow.json'}", "-e", "backend=triton"]
