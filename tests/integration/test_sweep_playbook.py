@@ -282,7 +282,7 @@ def test_a_controller_killed_mid_benchmark_leaves_a_job_that_the_next_run_stops_
     assert rec["point"] == "triton" and rec["status"] == "passed", (rec["status"], rec.get("failed_msg"))
     assert rec["benchmark"]["stopped_run"] == int(orphan)
     assert not any(lv.get("reused") for lv in rec["benchmark"]["levels"])  # the killed run passed no level
-    assert [lv["completed"] for lv in rec["benchmark"]["levels"]] == [30, 8]
+    assert [lv["completed"] for lv in rec["benchmark"]["levels"]] == slow["sglang_bench_num_prompts"]
     assert bench_cluster.sh(host, f"kill -0 {orphan}").returncode != 0
     assert bench_cluster.sh(host, "pgrep -f 'sglang[.]bench_serving'").returncode != 0, "a client still runs"
 
