@@ -29,7 +29,7 @@ from pathlib import Path
 import moesweep._collection  # noqa: F401  (puts the in-repo collection on sys.path)
 
 # isort: split
-from ansible_collections.moesweep.sweep.plugins.module_utils import secrets
+from ansible_collections.moesweep.sweep.plugins.module_utils import secrets, stage_progress
 from ansible_collections.moesweep.sweep.plugins.plugin_utils import matrix as _matrix
 from ansible_collections.moesweep.sweep.plugins.plugin_utils import records as _records
 
@@ -342,7 +342,7 @@ def stage_event(host, state: dict, res: dict) -> Event:
                       else detail["bytes_total"])
         detail["bytes_done"] = detail["bytes_total"]
         detail["rate_bytes_s"] = detail["eta_s"] = None
-        gb = "" if size is None else f" ({size / 1e9:.1f} GB)"
+        gb = "" if size is None else f" ({stage_progress.size_of(size)})"  # the unit that fits: a tiny model in MB
         how = "downloaded now" if detail["downloaded"] else "already on the host"
         detail["msg"] = f"{res.get('repo_id') or 'the model'}: staged{gb}, {how}"
     return Event("stage", host=host, point=state.get(host), detail=detail)

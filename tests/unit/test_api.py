@@ -180,6 +180,9 @@ def test_each_poll_of_the_staging_job_is_a_stage_event_then_its_end():
     # a re-run with the model staged: its first poll is its end, nothing downloaded
     (again,) = api.events_from_runner(_stage("runner_on_ok", dict(done, changed=False, downloaded=False)), state)
     assert again.detail["msg"] == "org/m: staged (4.0 GB), already on the host"
+    # a tiny model is told in the unit that fits it, not as 0.0 GB
+    (tiny,) = api.events_from_runner(_stage("runner_on_ok", dict(done, bytes=1_100_000)), state)
+    assert tiny.detail["msg"] == "org/m: staged (1.1 MB), downloaded now"
 
 
 def test_the_display_shows_the_downloads_progress(capsys):
