@@ -116,44 +116,16 @@ progress:
       sample: "lukealonso/GLM-5-NVFP4: 120.3 of 453.0 GB, 210.0 MB/s, about 26 min left"
 """
 
-import json
 import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.moesweep.sweep.plugins.module_utils import stage_progress
+from ansible_collections.moesweep.sweep.plugins.module_utils.async_job import alive, job_result, read_text
 
 POLL_S = 0.1
 # A staging process that is gone and wrote no result: async_wrapper writes one within moments of its exit.
 GONE_GRACE_S = 5.0
-
-
-def _read(path):
-    try:
-        with open(path) as fh:
-            return fh.read()
-    except (IOError, OSError):
-        return None
-
-
-def job_result(text):
-    """The job's final result, or None while it runs (async_wrapper first writes {"started": ...}; ansible-core's
-    async_status treats a result without C(started) as finished, and an unreadable one as running)."""
-    try:
-        data = json.loads(text)
-    except (TypeError, ValueError):
-        return None
-    if not isinstance(data, dict) or "started" in data:
-        return None
-    return data
-
-
-def alive(pid):
-    try:
-        os.kill(int(pid), 0)
-    except (OSError, TypeError, ValueError):
-        return False
-    return True
 
 
 def main():
@@ -193,7 +165,7 @@ def main():
     doc = None
     gone_since = None
     while True:
-        final = job_result(_read(p["results_file"]))
+        final = job_result(read_text(p["results_file"]))
         if doc is None:
             plan = stage_progress.read_plan(p["local_dir"])
             doc = plan if stage_progress.of_job(plan, job_started) else None

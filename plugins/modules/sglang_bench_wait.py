@@ -130,43 +130,16 @@ stop_requested:
   type: bool
 """
 
-import json
 import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.moesweep.sweep.plugins.module_utils import bench_progress
+from ansible_collections.moesweep.sweep.plugins.module_utils.async_job import alive, job_result, read_text
 
 POLL_S = 0.05
 # A benchmark process that is gone and wrote no result: the wrapper writes one within moments of its exit.
 GONE_GRACE_S = 5.0
-
-
-def _read(path):
-    try:
-        with open(path) as fh:
-            return fh.read()
-    except (IOError, OSError):
-        return None
-
-
-def job_result(text):
-    """The job's final result, or None while it runs (async_wrapper first writes {"started": ...})."""
-    try:
-        data = json.loads(text)
-    except (TypeError, ValueError):
-        return None
-    if not isinstance(data, dict) or "started" in data:
-        return None
-    return data
-
-
-def alive(pid):
-    try:
-        os.kill(int(pid), 0)
-    except (OSError, TypeError, ValueError):
-        return False
-    return True
 
 
 def main():
@@ -198,9 +171,9 @@ def main():
              % p["results_file"])
     progress_path = os.path.join(p["output_dir"], bench_progress.PROGRESS_FILE)
     seen_path = progress_path + bench_progress.SEEN_SUFFIX
-    seen = (_read(seen_path) or "").strip() or None
+    seen = (read_text(seen_path) or "").strip() or None
     asked = bool(p["stop"]) and not module.check_mode
-    if asked and job_result(_read(p["results_file"])) is None:
+    if asked and job_result(read_text(p["results_file"])) is None:
         try:
             with open(os.path.join(p["output_dir"], bench_progress.STOP_FILE), "w") as fh:
                 fh.write("asked at %.3f\n" % time.time())
@@ -215,8 +188,8 @@ def main():
     gone_since = None
     doc = None
     while True:
-        final = job_result(_read(p["results_file"]))
-        mine = bench_progress.parse(_read(progress_path))
+        final = job_result(read_text(p["results_file"]))
+        mine = bench_progress.parse(read_text(progress_path))
         if bench_progress.of_job(mine, job_started, p["job_key"]):
             doc = mine
             if p["go"] and not module.check_mode and not asked:

@@ -1,0 +1,42 @@
+# -*- coding: utf-8 -*-
+# Copyright: moesweep contributors
+# Apache License 2.0 (see LICENSE)
+"""Reading an Ansible async job from its host: the job's results file and whether a process still runs. The waits
+that follow moesweep's async jobs (``sglang_bench_wait``, ``model_stage_wait``) read them the same way."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+
+
+def read_text(path):
+    """A file's text, or None when it cannot be read (not written yet, removed)."""
+    try:
+        with open(path) as fh:
+            return fh.read()
+    except (IOError, OSError):
+        return None
+
+
+def job_result(text):
+    """The job's final result, or None while it runs: async_wrapper first writes ``{"started": ...}``, and
+    ansible-core's async_status treats a result without ``started`` as finished and an unreadable one as running."""
+    try:
+        data = json.loads(text)
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(data, dict) or "started" in data:
+        return None
+    return data
+
+
+def alive(pid):
+    """Whether a process with this pid runs (signal 0)."""
+    try:
+        os.kill(int(pid), 0)
+    except (OSError, TypeError, ValueError):
+        return False
+    return True

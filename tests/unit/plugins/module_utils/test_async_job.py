@@ -1,0 +1,26 @@
+"""Reading an Ansible async job: its results file as async_wrapper writes it, and a process's liveness."""
+
+import json
+import os
+
+from ansible_collections.moesweep.sweep.plugins.module_utils import async_job
+
+
+def test_a_job_is_running_until_its_file_holds_a_result_without_started():
+    assert async_job.job_result(None) is None  # not written yet
+    assert async_job.job_result("{\"star") is None  # written half
+    assert async_job.job_result(json.dumps({"started": 1, "finished": 0, "ansible_job_id": "j1"})) is None
+    assert async_job.job_result(json.dumps(["not", "a", "result"])) is None
+    done = {"changed": True, "msg": "ok"}
+    assert async_job.job_result(json.dumps(done)) == done
+
+
+def test_read_text_is_none_for_a_file_that_is_not_there(tmp_path):
+    assert async_job.read_text(str(tmp_path / "missing")) is None
+    (tmp_path / "f").write_text("x")
+    assert async_job.read_text(str(tmp_path / "f")) == "x"
+
+
+def test_alive_is_true_for_this_process_and_false_for_nonsense():
+    assert async_job.alive(os.getpid()) is True
+    assert async_job.alive(None) is False and async_job.alive("x") is False
