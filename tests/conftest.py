@@ -76,6 +76,16 @@ def sweep_point(cluster: SimCluster, backend: str, env: dict | None = None, benc
     return run, run.hosts[cluster.names[0]]
 
 
+def wait_for(predicate, timeout=120.0, what="the condition"):
+    """Poll ``predicate`` every 0.2 s until it is true; an AssertionError naming ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
 def point_records(cluster: SimCluster, point: str | None = None, kind: str = "point") -> list[dict]:
     """The records the results callback wrote for this cluster (every sweep), oldest first."""
     import json

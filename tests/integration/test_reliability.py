@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, point_records, sweep_point
+from conftest import REPO, point_records, sweep_point, wait_for
 
 from moesweep.runner import run_playbook
 from moesweep.sim.presets import SIM_FAST, SMALL_BENCH
@@ -92,15 +92,6 @@ def lines(results: Path, kind=None):
                 if kind is None or rec["kind"] == kind:
                     out.append(rec)
     return out
-
-
-def wait_for(predicate, timeout=120.0, what="the condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 # ------------------------------------------------------------------------------------------------ results that lie

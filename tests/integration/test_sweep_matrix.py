@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, wait_for
 
 import moesweep
 from moesweep.sim.presets import SIM_FAST, SMALL_BENCH
@@ -49,15 +49,6 @@ def outcome(rec):
             (rec.get("launch") or {}).get("command_line"))
 
 
-def wait_for(predicate, timeout=300.0, what="the condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.mark.alone
 def test_a_12_cell_matrix_plans_refuses_runs_resumes_after_ctrl_c_and_the_api_gives_the_same_records(
         bench_cluster, tmp_path):
@@ -74,7 +65,8 @@ def test_a_12_cell_matrix_plans_refuses_runs_resumes_after_ctrl_c_and_the_api_gi
                              "--no-progress", "--matrix", str(matrix_file), "-e", f"@{settings}"],
                             cwd=REPO, env=dict(os.environ, ANSIBLE_NOCOLOR="1"), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    wait_for(lambda: list(results.glob(f"*/.inflight/*__{RUN[1]}.json")), what=f"the cell {RUN[1]} to start")
+    wait_for(lambda: list(results.glob(f"*/.inflight/*__{RUN[1]}.json")), timeout=300,
+             what=f"the cell {RUN[1]} to start")
     time.sleep(1)
     os.killpg(proc.pid, signal.SIGINT)
     text = proc.communicate(timeout=600)[0]
