@@ -152,17 +152,36 @@ def cpu_split(before: dict[str, float], after: dict[str, float], total: float) -
     return {k: round(v, 1) for k, v in sorted(split.items(), key=lambda kv: -kv[1]) if v >= 0.5}
 
 
+def parse_variant(text: str) -> tuple[str | None, str | None]:
+    """A strategy variant, ``STRATEGY[@INTERNAL_POLL_INTERVAL]`` (``free@0.01``), or ``default`` (the playbook's
+    own choice and ansible-core's default interval)."""
+    if text == "default":
+        return None, None
+    strategy, _, interval = text.partition("@")
+    if interval:
+        float(interval)
+    return strategy, interval or None
+
+
 def timed_sweep(inventory: Path, results: Path, time_scale: float, *args: str,
-                profile: Path | None = None) -> tuple[float, list[dict], float]:
-    env = None
+                profile: Path | None = None, variant: str = "default") -> tuple[float, list[dict], float]:
+    env: dict[str, str] = {}
     if profile is not None:
         env = {"ANSIBLE_CALLBACK_PLUGINS": str(REPO / "bench" / "callback_plugins"),
                "ANSIBLE_CALLBACKS_ENABLED": "moesweep.sweep.results,task_times", "MOESWEEP_TASK_TIMES": str(profile)}
+    strategy, interval = parse_variant(variant)
+    if strategy:
+        args = (*args, "-e", "sweep_strategy=" + strategy)
+    if interval:
+        env["ANSIBLE_INTERNAL_POLL_INTERVAL"] = interval
     settings = {"sglang_server_extra_environment": {"MOESWEEP_SIM_TIME_SCALE": str(time_scale), **SIM_RATES},
                 "sglang_server_ready_timeout": 600, "results_dir": str(results), "rerun": True, **SMALL_BENCH}
     t0, cpu0, groups0 = time.monotonic(), cpu_busy_s(), sim_cgroup_usage_s()
-    run_ansible("ansible-playbook", "-i", str(inventory), "sweep.yml", "-e", json.dumps(settings),
-                "-e", "backends=" + ",".join(BACKENDS), *args, check=False, env=env)
+    proc = run_ansible("ansible-playbook", "-i", str(inventory), "sweep.yml", "-e", json.dumps(settings),
+                       "-e", "backends=" + ",".join(BACKENDS), *args, check=False, env=env or None)
+    if proc.returncode != 0:
+        print(f"ansible-playbook sweep.yml exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}",
+              file=sys.stderr, flush=True)
     wall = time.monotonic() - t0
     cpu = cpu_busy_s() - cpu0
     CPU_SPLITS.append(cpu_split(groups0, sim_cgroup_usage_s(), cpu))
@@ -205,6 +224,41 @@ def host_timeline(profile: Path) -> dict:
     return out
 
 
+def compare_variants(inventory: Path, work: Path, host: str, args: argparse.Namespace) -> int:
+    """The 1-host sweep under each strategy variant, ``args.runs`` times each, interleaved so that a machine that
+    gets slower weighs on every variant alike: per run the overhead per point, the wall time and the controller's
+    CPU-seconds (the machine's less the simulated hosts'); per variant their mean, min and max."""
+    rows: dict[str, list[dict]] = {v: [] for v in args.variant}
+    failed = False
+    for run in range(args.runs):
+        for variant in args.variant:
+            results = work / f"{variant.replace('@', '-at-')}-{run}"
+            wall, recs, cpu = timed_sweep(inventory, results, args.time_scale, "--limit", host, variant=variant)
+            over = overhead(wall, recs, points(results, "restore"), interconnect_s(results))
+            ok = sorted(r["point"] for r in recs) == sorted(BACKENDS) and all(r["status"] == "passed" for r in recs)
+            failed |= not ok
+            row = {"per_point_s": over["per_point_s"], "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
+                   "controller_cpu_s": CPU_SPLITS[-1].get("controller", 0.0), "passed": ok}
+            rows[variant].append(row)
+            if not args.json:
+                print(f"run {run + 1}/{args.runs} {variant:24s} overhead {row['per_point_s']:6.2f} s per point, "
+                      f"wall {row['wall_s']:6.1f} s, CPU {row['cpu_s']:5.1f} s (controller "
+                      f"{row['controller_cpu_s']:5.1f} s), every point passed: {ok}", flush=True)
+    summary = {}
+    for variant, runs in rows.items():
+        summary[variant] = {k: {"mean": round(sum(r[k] for r in runs) / len(runs), 2),
+                                "min": min(r[k] for r in runs), "max": max(r[k] for r in runs)}
+                            for k in ("per_point_s", "wall_s", "controller_cpu_s")}
+    if args.json:
+        print(json.dumps({"runs": rows, "summary": summary, "time_scale": args.time_scale, "backends": BACKENDS}))
+    else:
+        print(f"{args.runs} run(s) each, 1 host, {len(BACKENDS)} points, time scale {args.time_scale}:")
+        for variant, f in summary.items():
+            print(f"  {variant:24s} " + "; ".join(
+                f"{k} mean {v['mean']} (min {v['min']}, max {v['max']})" for k, v in f.items()))
+    return 2 if failed else 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--time-scale", type=float, default=1.0,
@@ -215,7 +269,16 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true",
                         help="time every task of the timed runs (the 4-host run per host)")
     parser.add_argument("--keep-up", action="store_true", help="leave the simulated hosts running (faster reruns)")
+    parser.add_argument("--variant", action="append", metavar="STRATEGY[@INTERVAL]",
+                        help="compare strategies on the 1-host sweep: the play's strategy (-e sweep_strategy) and "
+                             "ansible-core's internal_poll_interval, e.g. moesweep.sweep.free, free@0.005; "
+                             "'default' is the playbook's own; repeatable; implies --one-host")
+    parser.add_argument("--runs", type=int, default=1, help="with --variant: timed runs of each, interleaved")
     args = parser.parse_args()
+    if args.variant:
+        for v in args.variant:
+            parse_variant(v)
+        args.one_host = True
     root = wheelhouse.build([LOCKS / f"{STACK}.txt", LOCKS / "client-sglang-0.5.9.txt"])
     inventory = Path(f"/run/moesweep/{CLUSTER}.yml")
     work = args.keep or Path(tempfile.mkdtemp(prefix="moesweep-spread-"))
@@ -230,6 +293,8 @@ def main() -> int:
                                 "sglang_env_trusted_hosts": ["{{ moesweep_sim_gateway }}"]})
             run_ansible("ansible-playbook", "-i", str(inventory), str(REPO / "site.yml"), "-e", extra)
         one = sorted(h.name for h in res.hosts)[0]
+        if args.variant:
+            return compare_variants(inventory, work, one, args)
         profile = work / "task-times.jsonl" if args.profile else None
         wall_1, recs_1, cpu_1 = timed_sweep(inventory, work / "one-host", args.time_scale, "--limit", one,
                                             profile=profile)
