@@ -1,6 +1,6 @@
 """A backend comparison the user can trust, end to end: the sglang_bench module (real sglang 0.5.9 bench_serving, a
 level sized to the default precision) against simulated servers whose true throughputs differ by 1 % and by 10 %,
-then the sweep's records, ranking and restore choice (plugin_utils records / summary).
+then the sweep's records, ranking and restore choice (plugin_utils records, restore, summary).
 
 * 1 % apart: a tie at the default precision (+-2 %), and the restore states the rule that broke it;
 * 10 % apart: ordered, and the restore takes the faster;
