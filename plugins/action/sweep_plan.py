@@ -13,9 +13,11 @@ from ansible_collections.moesweep.sweep.plugins.plugin_utils import (
     launch,
     matrix,
     nodes,
+    plan_checks,
     preflight,
     records,
 )
+from ansible_collections.moesweep.sweep.plugins.plugin_utils.spread import comparable_facts, spread_points
 
 ARGUMENT_SPEC = dict(
     backend=dict(type="raw"),
@@ -79,49 +81,49 @@ def check_bench(settings):
             bench_serving.check_lengths(settings["input_len"], settings["output_len"],
                                         settings.get("range_ratio", 1.0))
     except (bench_serving.BenchInputError, TypeError, ValueError) as exc:
-        raise records.PlanError("the benchmark's settings (sglang_bench_*): %s" % exc) from exc
+        raise plan_checks.PlanError("the benchmark's settings (sglang_bench_*): %s" % exc) from exc
 
 
 def plan(args):
     """The sweep plan, or PlanError naming the problem."""
     matrix_in = args.get("matrix")
     if matrix_in in (None, "", {}):
-        points = records.parse_points(args.get("backend"), args.get("backends"))
+        points = plan_checks.parse_points(args.get("backend"), args.get("backends"))
     elif args.get("backend") not in (None, "") or args.get("backends") not in (None, "", []):
-        raise records.PlanError("give either a matrix (-e @matrix.yml) or -e backend / -e backends, not both: a "
-                                "matrix's cells are its points (add moe-runner-backend as one of its axes)")
+        raise plan_checks.PlanError("give either a matrix (-e @matrix.yml) or -e backend / -e backends, not both: "
+                                    "a matrix's cells are its points (add moe-runner-backend as one of its axes)")
     else:
         points = []
     requested = points if points == "compatible" else list(points)
-    records.check_numbers(args.get("numbers"))
+    plan_checks.check_numbers(args.get("numbers"))
     concurrency = args["concurrency"]
     reference = args.get("reference_concurrency")
     if reference is None:
         reference = max(concurrency) if concurrency else None
     check_bench(args.get("bench_settings"))
-    records.check_settings(args["restore"], reference, concurrency, str(args["spread"]).lower())
+    plan_checks.check_settings(args["restore"], reference, concurrency, str(args["spread"]).lower())
     results_dir = os.path.abspath(os.path.expanduser(args["results_dir"]))
-    records.check_results_dir(results_dir, os.path.isdir, os.path.exists, os.access)
+    plan_checks.check_results_dir(results_dir, os.path.isdir, os.path.exists, os.access)
     try:
         version = launch.resolve_version(args.get("sglang_version"), args.get("provenance"))
         schema_choices = launch.backend_choices(launch.schema_for(version))
     except (launch.LaunchError, OSError, ValueError) as exc:
-        raise records.PlanError(str(exc)) from exc
+        raise plan_checks.PlanError(str(exc)) from exc
     overlays = args.get("backends_overlays") or {}
     expanded = None
     if matrix_in not in (None, "", {}):
         try:
             expanded = matrix.expand(matrix_in, launch.schema_for(version))
         except matrix.MatrixError as exc:
-            raise records.PlanError("the matrix: %s" % exc) from exc
+            raise plan_checks.PlanError("the matrix: %s" % exc) from exc
         # each cell is a point whose overlay the server role applies, like any entry of sglang_server_backends
         overlays = dict(overlays, **{cell["name"]: cell["overlay"] for cell in expanded["cells"]})
         points = requested = [cell["name"] for cell in expanded["cells"]]
     roles = node_roles(args.get("node_inputs"))
     if roles and str(args["spread"]).lower() not in ("false", "no", "0"):
-        raise records.PlanError("spread=%s deals points to hosts one by one, but %s is a node of group %s, which "
-                                "serves one server from %s together: sweep a node group without spread"
-                                % (args["spread"], args.get("host"), roles["group"], ", ".join(roles["members"])))
+        raise plan_checks.PlanError("spread=%s deals points to hosts one by one, but %s is a node of group %s, "
+                                    "which serves one server from %s together: sweep a node group without spread"
+                                    % (args["spread"], args.get("host"), roles["group"], ", ".join(roles["members"])))
     facts = args.get("gpu_facts") or {}
     if roles:
         # every rank of a node group must get the same points: judge them on the recording host's facts
@@ -153,19 +155,19 @@ def plan(args):
             else:
                 refused.append("%s (%s)" % (choice, verdict))
         if not accepted:
-            raise records.PlanError("backends=compatible: the preflight accepts no --moe-runner-backend of sglang %s "
-                                    "on this host (%s)" % (version, "; ".join(refused)))
+            raise plan_checks.PlanError("backends=compatible: the preflight accepts no --moe-runner-backend of "
+                                        "sglang %s on this host (%s)" % (version, "; ".join(refused)))
         points = accepted
     else:
-        records.check_points(points, overlays, schema_choices)
+        plan_checks.check_points(points, overlays, schema_choices)
     try:
         accuracy_settings = accuracy.plan_settings(args.get("accuracy"), list(points),
                                                    (args.get("flags") or {}).get("model-path"))
     except accuracy.AccuracySettingsError as exc:
-        raise records.PlanError(str(exc)) from exc
+        raise plan_checks.PlanError(str(exc)) from exc
     hosts = args.get("hosts") or []
-    sweep_id = args.get("sweep_id") or records.sweep_id_for(requested, hosts, args.get("bench_settings"))
-    records.check_sweep_id(sweep_id)
+    sweep_id = args.get("sweep_id") or plan_checks.sweep_id_for(requested, hosts, args.get("bench_settings"))
+    plan_checks.check_sweep_id(sweep_id)
     mine, group = spread(points, args)
     # which of this host's points start a server when they run: a point ending before one of them stops its server
     # at once (plugin_utils/schedule.py). force=true runs refused points too; a node group never stops early.
@@ -203,7 +205,7 @@ def earlier_records(results_dir, host):
 
 
 def spread(points, args):
-    """This host's share of the points and the hosts it shares them with (``records.spread_points``), from
+    """This host's share of the points and the hosts it shares them with (``spread.spread_points``), from
     the facts and provenance of every host that reached the plan (``host_inputs``, gathered before any host
     plans, so every host deals the same hands)."""
     host = args.get("host")
@@ -212,14 +214,14 @@ def spread(points, args):
         return list(points), [host] if host else []
     inputs = args.get("host_inputs") or {}
     if host not in inputs:
-        raise records.PlanError("spread=%s: host_inputs has no entry for %s (the facts play did not run there)"
-                                % (mode, host))
+        raise plan_checks.PlanError("spread=%s: host_inputs has no entry for %s (the facts play did not run there)"
+                                    % (mode, host))
     missing = sorted(h for h, value in inputs.items() if not (value or {}).get("gpu_facts"))
     if missing:
-        raise records.PlanError("spread=%s needs every host's GPU facts, but %s has none: check that the host is "
-                                "reachable and that nvidia-smi works there" % (mode, ", ".join(missing)))
-    comparable = {h: records.comparable_facts(v["gpu_facts"], v.get("provenance")) for h, v in inputs.items()}
-    return records.spread_points(points, comparable, host, mode)
+        raise plan_checks.PlanError("spread=%s needs every host's GPU facts, but %s has none: check that the host "
+                                    "is reachable and that nvidia-smi works there" % (mode, ", ".join(missing)))
+    comparable = {h: comparable_facts(v["gpu_facts"], v.get("provenance")) for h, v in inputs.items()}
+    return spread_points(points, comparable, host, mode)
 
 
 class ActionModule(ActionBase):
@@ -238,7 +240,7 @@ class ActionModule(ActionBase):
                 (task_vars.get(nodes.PORT_VAR) if task_vars.get(nodes.PORT_VAR) is not None else nodes.DEFAULT_PORT))
         try:
             sweep = plan(params)
-        except records.PlanError as exc:
+        except plan_checks.PlanError as exc:
             return {"failed": True, "changed": False, "msg": "sweep refused before any point ran: %s" % exc}
         if sweep.get("matrix"):
             return {"changed": False, "moesweep_sweep": sweep, "ansible_facts": {"moesweep_sweep": sweep},

@@ -12,7 +12,7 @@ import time
 
 from ansible.plugins.action import ActionBase
 from ansible_collections.moesweep.sweep.plugins.module_utils import interconnect, secrets
-from ansible_collections.moesweep.sweep.plugins.plugin_utils import action_args, records
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import action_args, records, restore, status
 from ansible_collections.moesweep.sweep.plugins.plugin_utils.schedule import server_schedule
 
 ARGUMENT_SPEC = dict(
@@ -211,7 +211,7 @@ class ActionModule(ActionBase):
                             what, host, found.get("finished") or "this run") if found else what + ": to measure")
             return base
         if a["state"] == "restore_plan":
-            choice = records.choose_restore(records.all_records(points_path, sweep.get("sweep_id")), host,
+            choice = restore.choose_restore(records.all_records(points_path, sweep.get("sweep_id")), host,
                                             sweep.get("restore", "best"),
                                             sweep.get("reference_concurrency"), a["previous"], sweep.get("points"))
             plan = server_schedule(sweep, host, [], "restore", choice=choice, running_point=a["running_point"],
@@ -247,7 +247,7 @@ class ActionModule(ActionBase):
         # state == point
         failed_stage = stage = None
         if a["failed_task"]:
-            failed_stage = stage = records.stage_of(a["failed_action"], a["failed_result"])
+            failed_stage = stage = status.stage_of(a["failed_action"], a["failed_result"])
         if a["interrupted"]:
             failed_stage = "interrupted"
         stage_results = {"readiness": a["readiness"], "smoke": a["smoke"], "benchmark": a["benchmark"],

@@ -40,7 +40,7 @@ from ansible_collections.moesweep.sweep.plugins.plugin_utils import sglang_flags
 
 ENV_PREFIX = "env:"
 KEYS = ("axes", "zip", "exclude")
-# a point name (records.parse_points): letters, digits, . _ -, at most 128
+# a point name (plan_checks.parse_points): letters, digits, . _ -, at most 128
 _NAME_MAX = 128
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _UNSAFE_RE = re.compile(r"[^A-Za-z0-9_-]+")

@@ -21,7 +21,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.moesweep.sweep.plugins.plugin_utils.records import PASSED, choose_restore
+from ansible_collections.moesweep.sweep.plugins.plugin_utils.restore import choose_restore
+from ansible_collections.moesweep.sweep.plugins.plugin_utils.status import PASSED
 
 STEPS = ("sweep", "point", "restore")
 
@@ -32,7 +33,7 @@ def server_schedule(sweep, host, records, step, point=None, choice=None, running
 
     ``sweep``: the plan (``points`` of this host, ``starts_server`` - those of them the plan's preflight accepts -,
     ``restore``, ``rerun``, ``nodes``, ``reference_concurrency``); ``records``: the sweep's point records so far (at
-    ``point``, with that point's own). ``choice``: the restore's (``records.choose_restore``), at ``restore``;
+    ``point``, with that point's own). ``choice``: the restore's (``restore.choose_restore``), at ``restore``;
     ``running_point``: the point whose unit the host has (empty when none); ``running_stopped``: that point's end
     already stopped it.
 

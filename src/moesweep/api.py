@@ -32,6 +32,7 @@ import moesweep._collection  # noqa: F401  (puts the in-repo collection on sys.p
 from ansible_collections.moesweep.sweep.plugins.module_utils import secrets, stage_progress
 from ansible_collections.moesweep.sweep.plugins.plugin_utils import matrix as _matrix
 from ansible_collections.moesweep.sweep.plugins.plugin_utils import records as _records
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import status as _status
 
 from moesweep._collection import REPO_ROOT
 
@@ -111,7 +112,7 @@ class PointResult:
 
     @property
     def passed(self) -> bool:
-        return self.status == _records.PASSED
+        return self.status == _status.PASSED
 
     def level(self, concurrency: int) -> Level | None:
         return next((lv for lv in self.levels if lv.concurrency == concurrency), None)

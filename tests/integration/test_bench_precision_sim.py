@@ -1,6 +1,6 @@
 """A backend comparison the user can trust, end to end: the sglang_bench module (real sglang 0.5.9 bench_serving, a
 level sized to the default precision) against simulated servers whose true throughputs differ by 1 % and by 10 %,
-then the sweep's records, ranking and restore choice (plugin_utils records / summary).
+then the sweep's records, ranking and restore choice (plugin_utils records, restore, summary).
 
 * 1 % apart: a tie at the default precision (+-2 %), and the restore states the rule that broke it;
 * 10 % apart: ordered, and the restore takes the faster;
@@ -16,7 +16,7 @@ import concurrent.futures
 import time
 
 import pytest
-from ansible_collections.moesweep.sweep.plugins.plugin_utils import records, summary
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import records, restore, summary
 
 from moesweep.sim import local_server
 
@@ -72,7 +72,7 @@ def test_one_percent_apart_is_a_tie(runs):
     base, one = runs["base"][0], runs["one_pct"][0]
     best, tied = summary.ranking([base, one], LEVEL)
     assert {best["point"]} | {r["point"] for r in tied} == {"base", "one_pct"}
-    choice = records.choose_restore([base, one], "h", "best", LEVEL, {}, ["base", "one_pct"])
+    choice = restore.choose_restore([base, one], "h", "best", LEVEL, {}, ["base", "one_pct"])
     assert len(choice["ties"]) == 1 and summary.TIE_RULE in choice["reason"]
     rows = summary.summary_rows([base, one], LEVEL)
     assert sorted((r["best"], r["tie"]) for r in rows) == [(False, True), (True, False)]
@@ -82,7 +82,7 @@ def test_ten_percent_apart_is_ordered_and_the_restore_takes_the_faster(runs):
     base, ten = runs["base"][0], runs["ten_pct"][0]
     best, tied = summary.ranking([base, ten], LEVEL)
     assert best["point"] == "ten_pct" and tied == []
-    choice = records.choose_restore([base, ten], "h", "best", LEVEL, {}, ["base", "ten_pct"])
+    choice = restore.choose_restore([base, ten], "h", "best", LEVEL, {}, ["base", "ten_pct"])
     assert choice["point"] == "ten_pct" and choice["ties"] == []
 
 

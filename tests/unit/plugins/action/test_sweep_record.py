@@ -14,7 +14,7 @@ from unittest import mock
 
 import pytest
 from ansible_collections.moesweep.sweep.plugins.action import sweep_record as action
-from ansible_collections.moesweep.sweep.plugins.plugin_utils import records
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import records, restore
 
 LAUNCH = {"flags": {"tp-size": 8}, "environment": {"NCCL_P2P_LEVEL": "PHB", "OMP_NUM_THREADS": "8"}}
 
@@ -159,7 +159,7 @@ def test_a_skipped_point_stands_on_its_record_again(tmp_path):
 
     recs = [passed("a", 100.0, config=config), crashed, records.resumed_record(passed("a", 100.0, config=config))]
     assert [r["status"] for r in summary.point_records(recs)] == ["passed"]
-    assert records.choose_restore(recs, "h1", "best", 8, None, ["a"])["point"] == "a"
+    assert restore.choose_restore(recs, "h1", "best", 8, None, ["a"])["point"] == "a"
 
 
 def test_a_kept_record_is_read_where_it_was_kept(tmp_path, kept_dir):

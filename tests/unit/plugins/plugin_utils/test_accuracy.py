@@ -7,7 +7,7 @@ import math
 import re
 
 import pytest
-from ansible_collections.moesweep.sweep.plugins.plugin_utils import accuracy, records, summary
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import accuracy, records, restore, status, summary
 
 POINTS = ["flashinfer_cutlass", "triton"]
 GLM5 = "lukealonso/GLM-5-NVFP4"
@@ -91,7 +91,7 @@ def test_the_reference_is_the_first_passing_point_of_the_host_unless_named():
 def test_a_bad_accuracy_point_is_never_the_best_nor_restored_however_fast():
     recs = [_rec("fast", "bad_accuracy", 120, tok=900.0), _rec("slow", "passed", 190, tok=100.0)]
     assert summary.best_point(recs, 8)["point"] == "slow"
-    choice = records.choose_restore(recs, "h", "best", 8, {"unit": True}, ["fast", "slow"])
+    choice = restore.choose_restore(recs, "h", "best", 8, {"unit": True}, ["fast", "slow"])
     assert choice["action"] == "point" and choice["point"] == "slow"
     rows = summary.summary_rows(recs, 8)
     assert [r["best"] for r in rows] == [False, True]
@@ -104,18 +104,18 @@ def test_a_bad_accuracy_point_is_never_the_best_nor_restored_however_fast():
 
 def test_bad_accuracy_status_from_the_stages():
     ready, smoke, bench = {"state": "ready"}, {"state": "ok"}, {"state": "ok"}
-    assert records.point_status(None, {}, ready, smoke, bench, {}, {"state": "bad_accuracy"}) == ("bad_accuracy", None)
-    assert records.point_status(None, {}, ready, smoke, bench, {}, {"state": "ok"}) == ("passed", None)
-    assert records.point_status(None, {}, ready, smoke, bench, {}) == ("passed", None)  # no stage: as before
+    assert status.point_status(None, {}, ready, smoke, bench, {}, {"state": "bad_accuracy"}) == ("bad_accuracy", None)
+    assert status.point_status(None, {}, ready, smoke, bench, {}, {"state": "ok"}) == ("passed", None)
+    assert status.point_status(None, {}, ready, smoke, bench, {}) == ("passed", None)  # no stage: as before
     died = {"state": "server_died", "crash": {"cause": "oom"}}
-    assert records.point_status("accuracy", {}, ready, smoke, {}, {}, died) == ("crashed", "oom")
+    assert status.point_status("accuracy", {}, ready, smoke, {}, {}, died) == ("crashed", "oom")
     # a crash in the benchmark outranks a bad accuracy; a bad accuracy outranks a failed level
-    assert records.point_status(None, {}, ready, smoke, {"state": "server_died", "crash": {"cause": "nccl"}}, {},
-                                {"state": "bad_accuracy"}) == ("crashed", "nccl")
-    assert records.point_status(None, {}, ready, smoke, {"state": "failed"}, {},
-                                {"state": "bad_accuracy"}) == ("bad_accuracy", None)
-    assert records.stage_of("moesweep.sweep.sglang_accuracy") == "accuracy"
-    assert records.point_status("accuracy", {}, ready, smoke, {}, {}, {"state": "error"}) == ("failed", None)
+    assert status.point_status(None, {}, ready, smoke, {"state": "server_died", "crash": {"cause": "nccl"}}, {},
+                               {"state": "bad_accuracy"}) == ("crashed", "nccl")
+    assert status.point_status(None, {}, ready, smoke, {"state": "failed"}, {},
+                               {"state": "bad_accuracy"}) == ("bad_accuracy", None)
+    assert status.stage_of("moesweep.sweep.sglang_accuracy") == "accuracy"
+    assert status.point_status("accuracy", {}, ready, smoke, {}, {}, {"state": "error"}) == ("failed", None)
 
 
 def test_the_record_keeps_the_stage_and_its_settings():

@@ -37,9 +37,9 @@ def test_three_axes_expand_to_their_product_in_axis_order():
 def test_names_are_stable_and_valid_point_names():
     first = [c["name"] for c in mx.expand(THREE, S9)["cells"]]
     assert first == [c["name"] for c in mx.expand(THREE, S9)["cells"]]
-    from ansible_collections.moesweep.sweep.plugins.plugin_utils import records
+    from ansible_collections.moesweep.sweep.plugins.plugin_utils import plan_checks
 
-    assert records.parse_points(None, first) == first
+    assert plan_checks.parse_points(None, first) == first
 
 
 def test_env_axis_numbers_and_bools_get_readable_names_and_an_environment_overlay():
