@@ -222,6 +222,32 @@ options:
     description: Fewest rounds of a sized level; more rounds pool into one interval (each round another seed).
     type: int
     default: 1
+  peers:
+    description:
+      - The other nodes of a multi-node server, when this benchmark is rank 0's. Each serves sglang's dummy health
+        server on the server's port (C(GET /health), a bare 200 without authentication); the module asks each every
+        5 s while the levels run, and a node that fails 3 times in a row (refused, no answer) is lost - rank 0 would
+        only wait in its next collective until sglang's C(--watchdog-timeout) - so the level that runs is stopped,
+        the levels left are not run, and the result is RV(state=server_died) with the node in RV(crash).
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      rank:
+        description: The node's rank (C(--node-rank)).
+        type: int
+        required: true
+      host:
+        description: The node's inventory name, for messages.
+        type: str
+      address:
+        description: The address the node serves on, reachable from this host.
+        type: str
+        required: true
+      port:
+        description: The server's port (C(--port)), on which the node's dummy health server listens.
+        type: int
+        required: true
 attributes:
   check_mode:
     support: none
@@ -259,7 +285,7 @@ state:
   description:
     - V(ok) (every level ok), V(failed) (some level had failed requests or timed out), V(invalid_gpu_state)
       (a level ran on GPUs in a state that voids its figures), V(server_died) (the unit's run ended during the
-      benchmark; see RV(crash)), V(stopped) (asked to stop - a C(stop) file in O(output_dir), which
+      benchmark, or another node of a multi-node server was lost, O(peers); see RV(crash)), V(stopped) (asked to stop - a C(stop) file in O(output_dir), which
       M(moesweep.sweep.sglang_bench_wait) writes - it stopped after the level that ran; the levels that ended are
       kept for a resumed run), V(error) (bad input or no ready server, before any request).
   returned: always
@@ -313,7 +339,10 @@ overhead_s_per_level:
   type: float
   sample: 0.8
 crash:
-  description: For RV(state=server_died), the classifier's verdict on the unit's current run; empty otherwise.
+  description:
+    - For RV(state=server_died), the classifier's verdict on the unit's current run; empty otherwise.
+    - For a lost node (O(peers)) - C(state=crashed), C(cause=node_lost), C(node_rank), C(node_host), the node's last
+      C(answers) and a C(decisive_line) that says what was seen.
   returned: always
   type: dict
 elapsed:
@@ -355,6 +384,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.moesweep.sweep.plugins.module_utils import (
     bench_progress,
     diagnosis,
+    peer_watch,
     readiness,
     systemd,
     telemetry,
@@ -610,13 +640,15 @@ def answer_round(proc, more):
         pass  # it died: its end (or its silence) says so below
 
 
-def run_levels(module, p, plan_levels, env, driver=None, on_level=None, on_round=None):
+def run_levels(module, p, plan_levels, env, driver=None, on_level=None, on_round=None, peers=None):
     """Run the driver over the levels (``driver``: one started gated, still waiting for its plan); a level that
     outlasts level_timeout stops the driver, is recorded as timed out, and a new driver runs the next levels.
     Returns ({concurrency: {t_start, t_end, rc, error}}, the driver that said it is done, for the
     caller to stop once it took the sampler's last sample, or None). ``on_level(concurrency, event)`` is told of each level's start
     and end as they happen. When asked to stop (the output directory's stop file) the driver is stopped after
-    the level that ends, and the levels left are recorded as not run."""
+    the level that ends, and the levels left are recorded as not run. ``peers`` (a peer_watch.PeerWatch) watches
+    the other nodes of a multi-node server: one that is lost stops the driver at once, the level that ran failed
+    with that said and the levels left not run (rank 0 would only wait in its next collective)."""
     on_level = on_level or (lambda concurrency, event: None)
     stop_path = os.path.join(p["output_dir"], bench_progress.STOP_FILE)
     outcomes = {}
@@ -687,6 +719,15 @@ def run_levels(module, p, plan_levels, env, driver=None, on_level=None, on_round
                     outcomes[lv["concurrency"]].update(rc=None, t_end=time.time(), stopped=True,
                                                        not_run=lv["concurrency"] != current, error=GONE_ERROR
                                                        % p["controller_timeout"])
+                return outcomes, None
+            lost = peers.check(time.monotonic()) if peers is not None else None
+            if lost:
+                proc.kill()
+                proc.wait()
+                for lv in pending:
+                    outcomes.setdefault(lv["concurrency"], {"t_start": None})
+                    outcomes[lv["concurrency"]].update(rc=None, t_end=time.time(), not_run=lv["concurrency"] != current,
+                                                       error=lost["decisive_line"])
                 return outcomes, None
             if current is not None and time.monotonic() - level_started > p["level_timeout"]:
                 proc.kill()
@@ -772,6 +813,12 @@ def main():
             level_budget_s=dict(type="float", default=900.0),
             pilot_prompts=dict(type="int", default=5),
             repetitions=dict(type="int", default=1),
+            peers=dict(type="list", elements="dict", default=[], options=dict(
+                rank=dict(type="int", required=True),
+                host=dict(type="str"),
+                address=dict(type="str", required=True),
+                port=dict(type="int", required=True),
+            )),
         ),
         supports_check_mode=False,
     )
@@ -907,6 +954,8 @@ def main():
     settle = max(0.5, 2 * p["telemetry_interval_ms"] / 1000.0)  # two sampling intervals
     exiting = None
     gated_s = 0.0
+    # the other nodes of a multi-node server (their dummy health servers answer without the API key)
+    watch = peer_watch.PeerWatch(p["peers"], lambda url, timeout: readiness.probe_health(url, None, timeout))
     last_end = [None]  # when the last level that ran ended (the driver's time stamp)
     try:
         if todo and p["telemetry"]:
@@ -975,7 +1024,8 @@ def main():
                                        output_len=p["output_len"], range_ratio=p["range_ratio"],
                                        warmup_requests=lv["warmup_requests"], seed=p["seed"])[3:]
         if gate == "go":
-            outcomes, exiting = run_levels(module, p, todo, env, driver, on_level, on_round) if todo else ({}, None)
+            outcomes, exiting = run_levels(module, p, todo, env, driver, on_level, on_round,
+                                           peers=watch) if todo else ({}, None)
         else:
             error = (STOPPED_BEFORE_ERROR if gate == "stop" else
                      "not run: nothing released the benchmark within gate_timeout (%.0f s): the smoke check did not "
@@ -1088,6 +1138,9 @@ def main():
             if systemd.unit_gone(props):
                 crash = readiness.judge_entries(entries, props)
                 state = "server_died"
+    if watch.lost and state != "server_died":
+        # rank 0 still runs, waiting for the lost node: the point ended with that node, not with rank 0
+        state, crash = "server_died", dict(watch.lost)
     if state == "failed" and any(o.get("stopped") for o in outcomes.values()):
         # asked to stop: the levels that ended are kept (a resumed run does not run them again), the rest did not run
         state = "stopped"

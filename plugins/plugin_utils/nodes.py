@@ -186,8 +186,11 @@ def plan_nodes(inputs):
         raise
     addresses = inputs.get("addresses") or {}
     port = seen[order[0]]
+    named = {h: str(addresses.get(h) or h) for h in order}
     return {"group": group, "nnodes": len(order), "rank": order.index(host), "hosts": order,
-            "addresses": {h: str(addresses.get(h) or h) for h in order}, "dist_init_port": port,
+            "addresses": named, "dist_init_port": port,
+            # the nodes rank 0's benchmark watches (their dummy health servers, on the server's port)
+            "followers": [{"rank": i, "host": h, "address": named[h]} for i, h in enumerate(order) if i],
             "dist_init_addr": dist_init_addr(addresses.get(order[0]) or order[0], port),
             "record_host": order[0], "recorder": info["recorder"]}
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, provision
 
-from moesweep.sim.presets import SIM_FAST, SMALL_BENCH
+from moesweep.sim.presets import SIM_FAST, SIM_RATES, SMALL_BENCH
 
 pytestmark = pytest.mark.hosts
 
@@ -179,6 +179,44 @@ def test_rank_1_killed_while_starting_fails_the_point_with_rank_1s_cause(nodes):
     by_rank = {r["rank"]: r for r in ready["nodes"]}
     assert by_rank[1]["state"] == "crashed" and by_rank[1]["invocation_id"] == killed
     assert f"rank 1 ({nodes.rank1}) crashed (killed)" in rec["failed_msg"]
+
+
+def test_rank_1_killed_during_the_benchmark_stops_the_level_at_once_naming_rank_1(nodes):
+    """Rank 0 alone would wait in its next collective for the lost rank (until sglang's watchdog, or the level
+    timeout of an hour); rank 0's benchmark watches rank 1's dummy health server and stops the level instead."""
+    seen = len(nodes.records(point=OTHER))
+    # one level of ~100 s (100 requests one after the other, 48 tokens each at the simulated 40 tok/s)
+    slow = {"sglang_bench_concurrency": [1], "sglang_bench_num_prompts": [100],
+            "sglang_server_extra_environment": {**SIM_FAST, **SIM_RATES}}
+    proc = subprocess.Popen(nodes.argv("-e", f"backend={OTHER}", "-e", "rerun=true", "-e", "restore=none",
+                                       "-e", json.dumps(slow)),
+                            cwd=REPO, env=nodes.env(), text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    killed_at = None
+    deadline = time.monotonic() + 400
+    while time.monotonic() < deadline and proc.poll() is None:
+        # the level runs once its log on rank 0 has bench_serving's "Starting main benchmark run"
+        if nodes.sh(nodes.rank0, f"grep -l 'Starting main benchmark run' /var/lib/moesweep/runs/*/{OTHER}/*/c1.log "
+                                 "2>/dev/null | head -n 1"):
+            time.sleep(3)
+            nodes.sh(nodes.rank1, "systemctl kill -s SIGKILL sglang.service")
+            killed_at = time.monotonic()
+            break
+        time.sleep(0.5)
+    out, _ = proc.communicate(timeout=600)
+    assert killed_at, out[-6000:]
+    # noticed within ~15 s (3 refused probes 5 s apart), not after the level's ~100 s or its hour's timeout
+    assert time.monotonic() - killed_at < 60, out[-6000:]
+    assert proc.returncode != 0
+    recs = nodes.records(point=OTHER)[seen:]
+    assert len(recs) == 1, [(r["host"], r["status"]) for r in recs]
+    rec = recs[0]
+    assert rec["host"] == nodes.rank0 and rec["status"] == "crashed" and rec["cause"] == "node_lost", rec
+    crash = rec["benchmark"]["crash"]
+    assert crash["node_rank"] == 1 and crash["node_host"] == nodes.rank1
+    assert f"rank 1 ({nodes.rank1}, " in crash["decisive_line"] and "connection refused" in crash["decisive_line"]
+    (level,) = rec["benchmark"]["levels"]
+    assert not level["ok"] and "stopped answering /health" in " ".join(e["error"] for e in level["errors"]), level
+    assert f"rank 1 ({nodes.rank1}, " in rec["failed_msg"], rec["failed_msg"]
 
 
 @pytest.fixture
