@@ -257,10 +257,11 @@ def _result_from_records(recs: list, directory: Path | None) -> SweepResult:
 
 @dataclass
 class Event:
-    """Progress of a run, in order: ``plan`` (the sweep's points), ``point_started``, ``phase`` (a task of the
-    point began), ``level_started`` (a benchmark level began: ``detail`` has its concurrency and number of
-    prompts), ``level`` (a benchmark level finished: ``detail`` has its concurrency, ``ok`` and ``figures``;
-    both arrive while the benchmark runs), ``stage`` (the model's download, at every poll of its staging job and
+    """Progress of a run, in order: ``plan`` (the sweep's points), ``point_started``, ``phase`` (the point
+    entered one of ``PHASES``, as the module of a task tells it: ``detail`` has the task and its module),
+    ``level_started`` (a benchmark level began: ``detail`` has its concurrency and number of prompts), ``level`` (a
+    benchmark level finished: ``detail`` has its concurrency, ``ok`` and ``figures``; both arrive while the
+    benchmark runs), ``stage`` (the model's download, at every poll of its staging job and
     once when it finished: ``detail`` has ``bytes_done``, ``bytes_total``, ``rate_bytes_s``, ``eta_s``, ``msg``
     (one line, e.g. "lukealonso/GLM-5-NVFP4: 120.3 of 453.0 GB, 210.0 MB/s, about 26 min left") and ``finished``;
     the last one also ``downloaded``), ``point_finished`` (with its record), ``skipped`` (resumed: the point passed
@@ -275,37 +276,74 @@ class Event:
     at: float = field(default_factory=time.time)
 
 
-# Task names of a point (playbooks/tasks/sweep_point.yml and the server role's tasks) -> the phases they start. A
-# restart is one call (sglang_ready's release: stop, release wait, start, readiness), so its task starts two phases.
-PHASES = (
-    ("Check names and timeouts", ("preflight",)),  # the first task of the server role's preflight
-    ("Skip a point that already passed", ("resume",)),
-    ("Render the environment file", ("configure",)),
-    ("Restart: stop the old server", ("restart", "readiness")),
-    ("Stop rank 0 first", ("restart",)),  # a node group (roles/sglang_server/tasks/nodes.yml)
-    ("Wait for every rank at once", ("readiness",)),
-    ("Judge the running server", ("readiness",)),
-    ("Check what the server generates", ("smoke",)),
-    ("Measure accuracy on the GSM8K subset", ("accuracy",)),
-    ("Benchmark with sglang's bench_serving", ("benchmark",)),
-    ("Record the point", ("record",)),
-    ("Record the failed point", ("record",)),
-    ("Choose the configuration to leave the host on", ("restore",)),
-)
+# A point's phases, in the order a point enters them (docs/api.md). One host's restart is its readiness call
+# (sglang_ready's release), told when that call returns: after ``readiness``.
+PHASES = ("preflight", "resume", "configure", "restart", "readiness", "smoke", "accuracy", "benchmark", "record",
+          "restore")
+
+READY = "moesweep.sweep.sglang_ready"
+RECORD = "moesweep.sweep.sweep_record"
+NODES = "moesweep.sweep.sglang_nodes"
+
+# A phase comes from the module a task runs, never from the task's name (free text for its reader). ansible-runner's
+# event of a task names its module (``resolved_action``, ``task_action``) but not its arguments, unless
+# display_args_to_stdout prints them in every task's banner. So a module whose every call in a point begins one phase
+# tells it when its task starts; a module that serves several steps (sweep_record's states, sglang_ready's judge and
+# restart, a node group's barriers) tells it by its call's result (phases_of). Ansible starts a task whose condition is
+# false too, then skips it: a stage that is off (smoke, accuracy) is told at its start all the same.
+START_PHASES = {
+    "moesweep.sweep.sglang_preflight": "preflight",
+    "moesweep.sweep.sglang_unit": "configure",
+    READY: "readiness",  # a judge of the running server, a restart (stop, release wait, start, wait), a rank's start
+    "moesweep.sweep.sglang_smoke": "smoke",
+    "moesweep.sweep.sglang_accuracy": "accuracy",
+}
 
 
-def phases_of(task_name: str) -> tuple[str, ...]:
-    """The phases a task starts, in order (none for a task that starts no phase)."""
-    for prefix, phases in PHASES:
-        if (task_name or "").startswith(prefix):
-            return phases
+def action_of(data: dict) -> str:
+    """The module of a runner event's task: ``resolved_action``, the fully qualified name its action resolved to (a
+    short or redirected name reads as the module's), else ``task_action``, the action as written."""
+    return data.get("resolved_action") or data.get("task_action") or ""
+
+
+def phases_of(action: str, result: dict | None = None) -> tuple[str, ...]:
+    """The phases a task of module ``action`` begins, in order: when it starts (``result`` None), or those its
+    result tells once it returned. The benchmark is told with its first level (level_events)."""
+    if result is None:
+        return (START_PHASES[action],) if action in START_PHASES else ()
+    if action == RECORD:
+        event = result.get("moesweep_event")
+        if event == "resume":
+            return ("resume",)
+        if event == "record" and (result.get("moesweep_record") or {}).get("kind") == "point":
+            return ("record",)
+        if "choice" in result:  # state restore_plan: the configuration the host is left on
+            return ("restore",)
+    elif action == READY and result.get("released"):
+        # its release option: a restart in one call - the old run stopped, its GPUs and port free, the unit started
+        return ("restart",)
+    elif action == NODES and result.get("restart"):
+        return ("restart",)  # a node group's decision (check restart): every rank stops, is released and starts
     return ()
+
+
+def phase_events(host, state: dict, phases, detail: dict) -> list[Event]:
+    """Events for the phases a task began in the host's current point, none repeating the phase told last."""
+    if host not in state:
+        return []
+    point = state[host]
+    out = []
+    for phase in phases:
+        if state.get(("phase", host, point)) != phase:
+            state[("phase", host, point)] = phase
+            out.append(Event("phase", host=host, point=point, phase=phase, detail=dict(detail)))
+    return out
 
 
 BENCH_WAIT = "moesweep.sweep.sglang_bench_wait"  # follows the async benchmark job (roles/sglang_bench)
 
 
-def level_events(host, state: dict, res: dict) -> list[Event]:
+def level_events(host, state: dict, res: dict, task: str | None = None) -> list[Event]:
     """The benchmark levels that started or ended since the last poll of the job, each once, in order. A poll's
     ``progress`` (module_utils bench_progress) carries every level's state; the job's final result its levels'
     full entries (figures, telemetry, diagnosis), for the levels no poll saw end."""
@@ -317,6 +355,8 @@ def level_events(host, state: dict, res: dict) -> list[Event]:
         c, st = entry.get("concurrency"), entry.get("state")
         if st in ("reused", "pending") or c is None:
             continue  # it did not run now: passed before, or never began (stopped or cancelled before it)
+        if not told:  # the point's first level that runs: its benchmark began (a cancelled job never gets here)
+            out += phase_events(host, state, ("benchmark",), {"task": task, "action": BENCH_WAIT})
         if st in ("running", "done", "failed") and (c, "started") not in told:
             told.add((c, "started"))
             out.append(Event("level_started", host=host, point=point,
@@ -355,12 +395,13 @@ def events_from_runner(event: dict, state: dict) -> list[Event]:
     data = event.get("event_data") or {}
     host = data.get("host") or data.get("remote_addr")
     res = data.get("res") or {}
+    action = action_of(data)
+    told = {"task": data.get("task"), "action": action}  # a phase event's detail: the task (its name) and module
     out = []
     if kind == "runner_on_start":
-        if host in state:
-            out += [Event("phase", host=host, point=state[host], phase=phase, detail={"task": data.get("task")})
-                    for phase in phases_of(data.get("task") or "")]
+        out += phase_events(host, state, phases_of(action), told)
     elif kind == "runner_on_ok":
+        out += phase_events(host, state, phases_of(action, res), told)
         ev = res.get("moesweep_event")
         if "moesweep_sweep" in res and ev is None and res.get("ansible_facts", {}).get("moesweep_sweep"):
             out.append(Event("plan", host=host, detail=res["moesweep_sweep"]))
@@ -377,13 +418,13 @@ def events_from_runner(event: dict, state: dict) -> list[Event]:
             else:
                 out.append(Event("point_finished", host=host, point=rec.get("point"), record=rec))
                 state.pop(host, None)
-        elif data.get("task_action") == BENCH_WAIT:
-            out += level_events(host, state, res)
-        elif data.get("task_action") == STAGE_WAIT:
+        elif action == BENCH_WAIT:
+            out += level_events(host, state, res, data.get("task"))
+        elif action == STAGE_WAIT:
             out.append(stage_event(host, state, res))
-    elif kind == "runner_retry" and data.get("task_action") == BENCH_WAIT:
-        out += level_events(host, state, res)
-    elif kind == "runner_retry" and data.get("task_action") == STAGE_WAIT:
+    elif kind == "runner_retry" and action == BENCH_WAIT:
+        out += level_events(host, state, res, data.get("task"))
+    elif kind == "runner_retry" and action == STAGE_WAIT:
         out.append(stage_event(host, state, res))
     elif kind == "runner_on_failed" and not data.get("ignore_errors"):
         detail = {"task": data.get("task"), "msg": res.get("msg")}
@@ -642,7 +683,7 @@ def _collect(playbook, inventory, limit, variables, action):
 
     def on_event(ev):
         data = ev.get("event_data") or {}
-        if ev.get("event") in ("runner_on_ok", "runner_on_failed") and data.get("task_action") == action:
+        if ev.get("event") in ("runner_on_ok", "runner_on_failed") and action_of(data) == action:
             found[data.get("host")] = data.get("res") or {}
 
     run = run_playbook(playbook, inventory=inventory, limit=limit, extravars=variables, on_event=on_event)

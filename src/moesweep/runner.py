@@ -60,7 +60,7 @@ def run_playbook(playbook: str, extravars: dict | None = None, inventory: str | 
             res = dict(data.get("res") or {})
             if kind == "runner_on_failed":
                 res.setdefault("failed", True)
-            key = WATCHED_ACTIONS.get(data.get("task_action") or data.get("resolved_action") or "")
+            key = WATCHED_ACTIONS.get(api.action_of(data))
             if key:
                 out.results[key] = res
             if key == "readiness" and res.get("released"):

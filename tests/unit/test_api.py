@@ -35,11 +35,12 @@ def test_levels_start_and_end_once_each_in_order():
                              "diagnosis": {"verdict": "launch_bound"}}]),
     ]
     events = [e for ev in polls for e in api.events_from_runner(ev, state)]
-    assert [(e.kind, e.detail["concurrency"]) for e in events] == [
-        ("level_started", 1), ("level", 1), ("level_started", 4), ("level", 4)]
+    # the benchmark phase once, with its first level (a job that never ran a level never began its benchmark)
+    assert [(e.kind, e.phase or e.detail["concurrency"]) for e in events] == [
+        ("phase", "benchmark"), ("level_started", 1), ("level", 1), ("level_started", 4), ("level", 4)]
     assert all(e.point == "triton" and e.host == "h1" for e in events)
-    assert events[1].detail["figures"] == {"output_throughput": 40.0}  # live: the poll's brief figures
-    assert events[3].detail["diagnosis"] == {"verdict": "launch_bound"}  # from the job's full result
+    assert events[2].detail["figures"] == {"output_throughput": 40.0}  # live: the poll's brief figures
+    assert events[4].detail["diagnosis"] == {"verdict": "launch_bound"}  # from the job's full result
 
 
 def test_a_job_that_finished_before_any_poll_saw_a_level_still_tells_every_level():
@@ -48,16 +49,17 @@ def test_a_job_that_finished_before_any_poll_saw_a_level_still_tells_every_level
                final_levels=[{"concurrency": 1, "ok": True}, {"concurrency": 8, "ok": True, "reused": True}])
     events = api.events_from_runner(ev, state)
     # a reused level (passed in an interrupted run before) did not run now: neither started nor ended
-    assert [(e.kind, e.detail["concurrency"]) for e in events] == [("level_started", 1), ("level", 1)]
+    assert [(e.kind, e.phase or e.detail["concurrency"]) for e in events] == [
+        ("phase", "benchmark"), ("level_started", 1), ("level", 1)]
 
 
 def test_levels_a_stopped_or_cancelled_job_never_began_are_not_told():
     state = {"h1": "auto"}
     ev = _poll("runner_on_ok", [_level(1, "done", ok=True), _level(4, "pending")], finished=True,
                final_levels=[{"concurrency": 1, "ok": True}, {"concurrency": 4, "ok": False, "wall_s": None}])
-    assert [(e.kind, e.detail["concurrency"]) for e in api.events_from_runner(ev, state)] == [
-        ("level_started", 1), ("level", 1)]
-    # a job cancelled at its gate (its smoke check failed): no level at all
+    assert [(e.kind, e.phase or e.detail["concurrency"]) for e in api.events_from_runner(ev, state)] == [
+        ("phase", "benchmark"), ("level_started", 1), ("level", 1)]
+    # a job cancelled at its gate (its smoke check failed): no level at all, and no benchmark phase
     state = {"h1": "triton"}
     ev = _poll("runner_on_ok", [_level(1, "pending"), _level(4, "pending")], finished=True,
                final_levels=[{"concurrency": 1, "ok": False}, {"concurrency": 4, "ok": False}])
@@ -69,7 +71,7 @@ def test_each_point_tells_its_own_levels():
     api.events_from_runner(_poll("runner_retry", [_level(1, "done", ok=True)]), state)
     state["h1"] = "auto"  # the next point on the host
     events = api.events_from_runner(_poll("runner_retry", [_level(1, "running")]), state)
-    assert [(e.kind, e.point) for e in events] == [("level_started", "auto")]
+    assert [(e.kind, e.point) for e in events] == [("phase", "auto"), ("level_started", "auto")]
 
 
 def test_the_display_shows_the_running_level_then_its_figure(capsys):
@@ -91,25 +93,123 @@ def test_the_display_shows_the_running_level_then_its_figure(capsys):
     assert "h1 triton: level c1 started, 4 prompts (1/2)" in err and "h1 triton: level c4 failed" in err
 
 
-def test_a_skipped_include_does_not_say_readiness_before_the_restart():
+def _task(kind, action, res=None, name="any name", **data):
+    """A runner event of a task of h1 running module ``action`` (``resolved_action`` and ``task_action``)."""
+    event_data = dict({"host": "h1", "task": name, "resolved_action": action, "task_action": action}, **data)
+    if res is not None:
+        event_data["res"] = res
+    return {"event": kind, "event_data": event_data}
+
+
+def test_phases_come_from_the_module_a_task_runs_never_from_its_name():
     import yaml
     from helpers.paths import REPO
 
+    state = {"h1": "triton"}
     tasks = yaml.safe_load((REPO / "roles/sglang_server/tasks/run.yml").read_text())
-    includes = [t["name"] for t in tasks if t.get("ansible.builtin.include_tasks") == "ready.yml"]
+    includes = [t for t in tasks if t.get("ansible.builtin.include_tasks") == "ready.yml"]
     assert len(includes) == 2  # the judge of a server that runs, the restart
-    for name in includes:
-        assert api.phases_of(name) == ()  # each starts (and is skipped) at every point that takes the other
-    ready = yaml.safe_load((REPO / "roles/sglang_server/tasks/ready.yml").read_text())[0]["name"]
-    # the name each included call gets (ready.yml templates it)
-    assert "'Restart: stop the old server if one runs," in ready
-    assert "if __sglang_server_ready_release is defined else 'Judge the running server'" in ready
-    assert api.phases_of("Judge the running server") == ("readiness",)
-    # a restart is one call: its stop, release wait, start and wait
-    assert api.phases_of("Restart: stop the old server if one runs, wait until its GPUs and port are free, start "
-                         "the server and wait") == ("restart", "readiness")
-    assert api.phases_of("Check names and timeouts") == ("preflight",)
-    assert api.phases_of("Stop rank 0 first") == ("restart",)
+    for task in includes:
+        # each starts (and is skipped) at every point that takes the other: it tells no phase
+        assert api.events_from_runner(_task("runner_on_start", "ansible.builtin.include_tasks", name=task["name"]),
+                                      state) == []
+    (ready,) = yaml.safe_load((REPO / "roles/sglang_server/tasks/ready.yml").read_text())
+    assert "moesweep.sweep.sglang_ready" in ready
+    # the one readiness call: the same phase whatever its task is named
+    for name in (ready["name"], "Judge the running server", "anything"):
+        (ev,) = api.events_from_runner(_task("runner_on_start", api.READY, name=name), {"h1": "triton"})
+        assert (ev.kind, ev.phase, ev.detail) == ("phase", "readiness", {"task": name, "action": api.READY})
+    # a restart is that call with its release option: its result says it stopped, released and started the unit
+    assert api.phases_of(api.READY, {"released": {"stopped": True, "released": True}, "state": "ready"}) == (
+        "restart",)
+    assert api.phases_of(api.READY, {"released": {}, "state": "ready"}) == ()  # a judge
+    assert api.phases_of("moesweep.sweep.sglang_preflight") == ("preflight",)
+    # a node group restarts when its barrier decides so, before any rank stops
+    assert api.phases_of(api.NODES, {"check": "restart", "restart": True}) == ("restart",)
+    assert api.phases_of(api.NODES, {"check": "restart", "restart": False}) == ()
+    assert api.phases_of("ansible.builtin.systemd_service") == ()  # the early stop, a rank's stop: many uses
+    # the resolved name first (a short or redirected action reads as its module), else the action as written
+    short = {"event": "runner_on_start", "event_data": {"host": "h1", "task": "t", "task_action": "sglang_ready",
+                                                        "resolved_action": api.READY}}
+    assert [e.phase for e in api.events_from_runner(short, {"h1": "triton"})] == ["readiness"]
+    written = {"event": "runner_on_start", "event_data": {"host": "h1", "task": "t", "task_action": api.READY}}
+    assert [e.phase for e in api.events_from_runner(written, {"h1": "triton"})] == ["readiness"]
+
+
+def test_a_points_phases_in_order_from_its_modules():
+    """One host's point that restarts, as ansible-runner tells it: each phase once, in the order the point enters
+    it; a module that serves several steps (sweep_record, sglang_ready) tells its phase by its call's result."""
+    record = {"kind": "point", "point": "triton", "status": "passed"}
+    events = [
+        _task("runner_on_start", api.RECORD),
+        _task("runner_on_ok", api.RECORD, {"moesweep_event": "point_started", "point": "triton"}),
+        _task("runner_on_start", "ansible.builtin.assert"),
+        _task("runner_on_start", "moesweep.sweep.sglang_preflight"),
+        _task("runner_on_start", api.RECORD),
+        _task("runner_on_ok", api.RECORD, {"moesweep_event": "resume", "skip": False, "point": "triton"}),
+        _task("runner_on_start", "moesweep.sweep.sglang_unit"),
+        _task("runner_on_start", api.RECORD),  # the interconnect: measured before
+        _task("runner_on_ok", api.RECORD, {"found": True}),
+        _task("runner_on_start", "moesweep.sweep.sglang_bench"),  # the gated benchmark job, before the restart
+        _task("runner_on_start", "ansible.builtin.include_tasks"),  # the judge: skipped
+        _task("runner_on_start", "ansible.builtin.include_tasks"),  # the restart
+        _task("runner_on_start", api.READY),
+        _task("runner_on_ok", api.READY, {"state": "ready", "started": True, "released": {"stopped": True}}),
+        _task("runner_on_start", api.RECORD),  # stop_check
+        _task("runner_on_ok", api.RECORD, {}),
+        _task("runner_on_start", "moesweep.sweep.sglang_smoke"),
+        _task("runner_on_start", "moesweep.sweep.sglang_accuracy"),
+        _task("runner_on_start", api.BENCH_WAIT),
+        _task("runner_retry", api.BENCH_WAIT, {"finished": False, "progress": {"levels": [_level(1, "running")]}}),
+        _task("runner_on_ok", api.BENCH_WAIT, {"finished": True, "progress": {"levels": [_level(1, "done")]},
+                                               "levels": [{"concurrency": 1, "ok": True}]}),
+        _task("runner_on_start", api.RECORD),
+        _task("runner_on_ok", api.RECORD, {"moesweep_event": "record", "moesweep_record": record}),
+    ]
+    state: dict = {}
+    told = [e for ev in events for e in api.events_from_runner(ev, state)]
+    # one host's restart is its readiness call (sglang_ready's release): told when that call returns
+    assert [e.phase or e.kind for e in told] == [
+        "point_started", "preflight", "resume", "configure", "readiness", "restart", "smoke", "accuracy",
+        "benchmark", "level_started", "level", "record", "point_finished"]
+    assert all((e.host, e.point) == ("h1", "triton") for e in told)
+
+    # a point that passed before: its resume check, then skipped
+    state = {}
+    told = [e for ev in events[:4] + [_task("runner_on_ok", api.RECORD, {
+        "moesweep_event": "resume", "skip": True, "point": "triton", "moesweep_record": record})]
+        for e in api.events_from_runner(ev, state)]
+    assert [e.phase or e.kind for e in told] == ["point_started", "preflight", "resume", "skipped"]
+
+    # a node group's rank: the group's decision tells the restart; its start and wait calls one readiness
+    state = {"h1": "triton"}
+    group = [_task("runner_on_ok", api.NODES, {"check": "restart", "restart": True}),
+             _task("runner_on_start", "ansible.builtin.systemd_service"),
+             _task("runner_on_start", "moesweep.sweep.gpu_released"),
+             _task("runner_on_start", api.READY), _task("runner_on_start", api.READY),
+             _task("runner_on_start", api.READY), _task("runner_on_ok", api.READY, {"state": "ready", "released": {}}),
+             _task("runner_on_ok", api.NODES, {"check": "ready", "state": "ready"})]
+    assert [e.phase for ev in group for e in api.events_from_runner(ev, state)] == ["restart", "readiness"]
+
+
+def test_every_module_the_api_reads_is_one_a_point_runs():
+    import yaml
+    from helpers.paths import REPO
+
+    def actions(node):
+        if isinstance(node, list):
+            for item in node:
+                yield from actions(item)
+        elif isinstance(node, dict):
+            yield from (key for key in node if key.startswith("moesweep.sweep."))
+            for key in ("block", "rescue", "always"):
+                yield from actions(node.get(key))
+
+    files = [*REPO.glob("playbooks/tasks/*.yml"), *REPO.glob("roles/*/tasks/*.yml")]
+    run = {a for f in files for a in actions(yaml.safe_load(f.read_text()))}
+    read = {*api.START_PHASES, api.READY, api.RECORD, api.NODES, api.BENCH_WAIT, api.STAGE_WAIT}
+    assert read <= run, read - run
+    assert set(api.START_PHASES.values()) <= set(api.PHASES)
 
 
 def test_the_accuracy_stage_is_a_phase_and_a_point_result_field():
@@ -118,8 +218,8 @@ def test_the_accuracy_stage_is_a_phase_and_a_point_result_field():
 
     tasks = yaml.safe_load((REPO / "roles/sglang_bench/tasks/main.yml").read_text())
     block = next(t for t in tasks if t["name"].startswith("Accuracy"))
-    stage = next(t["name"] for t in block["block"] if "moesweep.sweep.sglang_accuracy" in t)
-    assert api.phases_of(stage) == ("accuracy",)
+    assert any("moesweep.sweep.sglang_accuracy" in t for t in block["block"])
+    assert api.phases_of("moesweep.sweep.sglang_accuracy") == ("accuracy",)
     rec = {"kind": "point", "host": "h", "point": "triton", "status": "bad_accuracy",
            "accuracy": {"state": "bad_accuracy", "accuracy": 0.6}}
     point = api.PointResult.from_record(rec)
