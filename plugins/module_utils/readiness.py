@@ -6,7 +6,9 @@ and the unit's state, and decide ready / crashed / hang / timeout (after kuberne
 pure predicates on a monotonic clock, sources injected so tests drive it with recorded logs).
 
 One wait idiom for the collection: ``Waiter`` for readiness, ``poll_until`` for bounded polls of
-simpler conditions (GPU and port release). Both take the clock and the sleep as arguments.
+simpler conditions (GPU and port release). Both take the clock and the sleep as arguments. ``judge_run``
+is a module's whole wait for one run of the unit (the prober, the journal, the waiter, the verdict's
+message), with its options ``wait_spec``: the one wait of ``sglang_ready`` and ``sglang_restart``.
 
 Which log lines belong to the server run being judged is decided once, here: the unit's
 ``InvocationID`` (systemd gives every start of a unit a new one and journald stamps each line the
@@ -445,3 +447,107 @@ def read_run(run_command, journalctl, systemctl, unit):
                 if entry is not None:
                     entries.append(entry)
     return entries, props
+
+
+# ------------------------------------------------------------------------------------------ a module's wait
+# The options of a wait for one run of a unit, shared by the modules that wait (sglang_ready, sglang_restart):
+# defined once here and documented once (the doc fragment moesweep.sweep.readiness).
+def wait_spec():
+    """A fresh copy of the wait's argument spec, to merge into a module's."""
+    return dict(
+        host=dict(type="str", default="127.0.0.1"),
+        port=dict(type="int", default=30000),
+        health_path=dict(type="str", default="/health"),
+        health_timeout=dict(type="float", default=DEFAULT_HEALTH_TIMEOUT),
+        timeout=dict(type="float", default=900.0),
+        stall_timeout=dict(type="float", default=300.0),
+        poll_interval=dict(type="float", default=0.1),
+        api_key=dict(type="str", no_log=True),
+        fail_on_error=dict(type="bool", default=True),
+        node_rank=dict(type="int", default=0),
+    )
+
+
+# The unit's properties a wait reads and returns as ``unit_state``.
+UNIT_PROPS = ("ActiveState", "SubState", "ExecMainCode", "ExecMainStatus", "NRestarts", "MainPID", "InvocationID")
+
+
+def no_verdict(node_rank):
+    """The result of a wait that did not happen (bad input, check mode, a failure before it): every key a wait
+    returns, none of them a verdict."""
+    return dict(state=None, cause=None, phase=None, after_ready=False, decisive_line=None, traceback=None,
+                timeline={}, elapsed=0.0, health_sequence=[], unit_state={}, lines_read=0, invocation_id=None,
+                node_rank=node_rank)
+
+
+def bad_wait_input(p):
+    """The message for wait options (``wait_spec``'s, as a module's params) it cannot run with, or None."""
+    for name in ("timeout", "stall_timeout", "poll_interval", "health_timeout"):
+        if p[name] is None or p[name] <= 0:
+            return "%s must be greater than 0, got %s" % (name, p[name])
+    if not 0 < p["port"] < 65536:
+        return "port must be 1-65535, got %s" % p["port"]
+    if p["node_rank"] < 0:
+        return "node_rank must be >= 0, got %s" % p["node_rank"]
+    return None
+
+
+def health_url(host, port, path, node_rank=0):
+    """The URL the wait probes: ``path`` on ``host``:``port`` (an IPv6 address bracketed); a rank >= 1 of a node group
+    serves nothing but its dummy health server's paths, so any other path falls back to ``/health`` there."""
+    path = path if path.startswith("/") else "/" + path
+    if node_rank >= 1 and path not in FOLLOWER_HEALTH_PATHS:
+        path = "/health"
+    if ":" in host and not host.startswith("["):
+        host = "[%s]" % host
+    return "http://%s:%d%s" % (host, port, path)
+
+
+def summary(unit, state, result, stall_timeout, timeout, node_rank=0):
+    """The one-line ``msg`` of a verdict on ``unit``."""
+    if node_rank:
+        unit = "%s (node rank %d, health endpoint only)" % (unit, node_rank)
+    if state == "ready":
+        return "%s is ready after %.1f s" % (unit, result["elapsed"])
+    if state == "crashed":
+        return "%s crashed (%s) %s after %.1f s: %s" % (
+            unit, result["cause"], "after ready" if result["after_ready"] else "during " + str(result["phase"]),
+            result["elapsed"], result["decisive_line"])
+    if state == "hang":
+        if result.get("after_ready"):
+            return "%s is up but not serving: %s" % (unit, result["decisive_line"])
+        return "%s hung in %s: no log line for %s s" % (unit, result["phase"], stall_timeout)
+    if state == "stopped":
+        return "%s is not running and has not run since boot" % unit
+    return "%s not ready after %s s (phase %s)" % (unit, timeout, result["phase"])
+
+
+def judge_run(run_command, journalctl, unit, props, unit_state, p, fresh, since):
+    """Wait for the verdict on the run of ``unit`` its properties ``props`` name (their ``InvocationID``; none when the
+    unit never ran: state ``stopped``), with the wait options ``p`` (``wait_spec``'s, as a module's params). ``fresh``:
+    the caller started this run, so its log's ready line is the verdict; otherwise the run was found running and must
+    still answer its health endpoint. ``since``: the monotonic time the caller's wait began (``elapsed`` counts from
+    it). ``unit_state``: () -> the unit's properties now. Returns the result a waiting module reports, ``msg``
+    included; nothing here fails a module."""
+    invocation = props.get("InvocationID") or ""
+    if not invocation:
+        result = dict(no_verdict(p["node_rank"]), state="stopped", unit_state=props, waited=True)
+    else:
+        prober = HealthProber(health_url(p["host"], p["port"], p["health_path"], p["node_rank"]), p["api_key"],
+                              timeout=p["health_timeout"], interval=p["poll_interval"], probe=probe_health).start()
+        history, cursor = read_history(run_command, journalctl, invocation)
+        journal = JournalFollower(journalctl, invocation, after_cursor=cursor, history=history)
+        try:
+            waiter = Waiter(journal, prober, unit_state, timeout=p["timeout"], stall_timeout=p["stall_timeout"],
+                            poll_interval=p["poll_interval"], confirm_with_health=not fresh,
+                            health_timeout=p["health_timeout"])
+            state, _elapsed = waiter.run()
+            verdict_at = time.time()
+            result = waiter.result(state, time.monotonic() - since)
+            result["verdict_at"] = round(verdict_at, 6)
+        finally:
+            prober.stop()
+            journal.close()
+        result.update(waited=True, invocation_id=invocation, node_rank=p["node_rank"])
+    result["msg"] = summary(unit, result["state"], result, p["stall_timeout"], p["timeout"], p["node_rank"])
+    return result

@@ -99,3 +99,14 @@ class Systemctl:
         argv = [self.systemctl] + list(args)
         rc, out, err = self.run_command(argv, environ_update=ENV)
         return rc, out, err, (failure(argv, rc, out, err) if rc != 0 else None)
+
+    def start(self, unit, props, check_mode=False):
+        """Start ``unit`` when it does not run (``systemctl start``, which returns once the start job is done; systemd
+        gives the new run its own ``InvocationID``). Returns (whether it started - in check mode, would start -, the
+        unit's ``props`` after it, rc, error message or None). A unit that runs is left alone; in check mode nothing is
+        started. A ``show`` that fails reads as a unit that does not run (its start then says why)."""
+        before = self.show(unit, props)[0]
+        if unit_running(before) or check_mode:
+            return not unit_running(before), before, 0, None
+        rc, _out, _err, failed = self.run("start", unit)
+        return failed is None, self.show(unit, props)[0], rc, failed

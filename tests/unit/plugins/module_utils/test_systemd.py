@@ -117,3 +117,28 @@ def test_run_acts_and_names_the_command_that_failed():
     assert [argv for argv, _env in run.calls] == [["systemctl", "stop", "--no-block", "sglang.service"],
                                                   ["systemctl", "start", "sglang.service"]]
     assert all(env == {"LC_ALL": "C"} for _argv, env in run.calls)
+
+
+def test_start_starts_only_a_unit_that_does_not_run_and_reads_its_new_run():
+    props = ("ActiveState", "InvocationID")
+    # a killed unit: started, then its new run read
+    run = RunCommand((0, recorded("show-killed.txt"), ""), (0, "", ""), (0, recorded("show-running.txt"), ""))
+    started, after, rc, failed = Systemctl(run, "systemctl").start("sglang.service", props)
+    assert (started, rc, failed) == (True, 0, None)
+    assert after["InvocationID"] == "c81f62ac82ee4567b43cef59b72e5db7"
+    assert [argv[1] for argv, _env in run.calls] == ["show", "start", "show"]
+    # a running unit: left alone
+    run = RunCommand((0, recorded("show-running.txt"), ""))
+    started, after, _rc, failed = Systemctl(run, "systemctl").start("sglang.service", props)
+    assert started is False and failed is None and after["InvocationID"] == "c81f62ac82ee4567b43cef59b72e5db7"
+    assert [argv[1] for argv, _env in run.calls] == ["show"]
+    # check mode: would start, starts nothing
+    run = RunCommand((0, recorded("show-killed.txt"), ""))
+    assert Systemctl(run, "systemctl").start("sglang.service", props, check_mode=True)[0] is True
+    assert [argv[1] for argv, _env in run.calls] == ["show"]
+    # a start that fails says why, with the unit's state after it
+    run = RunCommand((0, recorded("show-killed.txt"), ""), (5, "", "Unit sglang.service not found.\n"),
+                     (0, recorded("show-killed.txt"), ""))
+    started, after, rc, failed = Systemctl(run, "systemctl").start("sglang.service", props)
+    assert started is False and rc == 5 and "systemctl start sglang.service failed (rc 5)" in failed
+    assert after["ActiveState"] == "failed"
