@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Readiness detection delay on a simulated host: from the simulator writing "fired up" (or its
-traceback) to moesweep.sweep.sglang_ready returning, over N restarts each, next to the manual
-loop (grep the log every 5 s) measured on the same restarts.
+traceback) to the readiness wait's verdict (module_utils readiness, the wait moesweep.sweep.sglang_restart runs after
+its start and moesweep.sweep.sglang_ready runs alone), over N restarts each, next to the manual loop (grep the log
+every 5 s) measured on the same restarts.
 
     .venv/bin/python bench/readiness_latency.py [--runs 20]
 
@@ -64,7 +65,7 @@ def show(label: str, ours: list[float], grepped: list[float], states: list[str])
         print(f"{label}: no successful run")
         return
     print(f"{label}: n={len(ours)} states={sorted(set(states))}")
-    print(f"  sglang_ready     median {statistics.median(ours) * 1000:8.1f} ms   max {max(ours) * 1000:8.1f} ms")
+    print(f"  readiness wait   median {statistics.median(ours) * 1000:8.1f} ms   max {max(ours) * 1000:8.1f} ms")
     print(f"  grep loop (5 s)  median {statistics.median(grepped) * 1000:8.1f} ms   max {max(grepped) * 1000:8.1f} ms")
 
 

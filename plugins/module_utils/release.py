@@ -6,7 +6,7 @@ process holds a GPU, every GPU's memory use is back near the driver's own, and n
 
 One owner for the modules that wait for a server's GPUs before another starts: ``gpu_released`` (the wait alone, after
 a stop task of its own - a node group's ranks, the restore of a previous configuration, the all-reduce measurement)
-and ``sglang_ready`` (its ``release`` option: stop, wait and start in one call). ``run_command`` is an
+and ``sglang_restart`` (stop, wait, start and the wait for that run in one call). ``run_command`` is an
 ``AnsibleModule.run_command``; nothing here fails a module."""
 
 from __future__ import absolute_import, division, print_function

@@ -169,6 +169,7 @@ attributes:
 seealso:
   - module: ansible.builtin.template
   - module: ansible.builtin.systemd_service
+  - module: moesweep.sweep.sglang_restart
   - module: moesweep.sweep.sglang_ready
   - module: moesweep.sweep.port_owner
 """

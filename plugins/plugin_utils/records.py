@@ -144,7 +144,7 @@ def passing_record(records, host, config):
 
 
 # A node group's readiness also names the rank that decided it and carries every rank's own verdict; a restart's
-# readiness the stop and release wait before its start (sglang_ready's release: stopped, released, elapsed, holders).
+# readiness the stop and release wait before its start (sglang_restart's released: stopped, released, elapsed, holders).
 READINESS_KEYS = ("state", "cause", "phase", "after_ready", "decisive_line", "traceback", "timeline", "elapsed",
                   "health_sequence", "unit_state", "invocation_id", "started", "node_rank", "node_host", "nodes",
                   "released")

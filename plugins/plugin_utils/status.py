@@ -75,9 +75,11 @@ def stage_of(task_action, failed_result=None):
     action = str(task_action or "").replace("moesweep.sweep.", "")
     if action == "sglang_nodes":
         return (failed_result or {}).get("stage") or "other"
-    if action == "sglang_ready" and ((failed_result or {}).get("released") or {}).get("released") is False:
-        return "restart"  # its release option: the old server's GPUs or port were never free, nothing started
-    return {"sglang_preflight": "preflight", "sglang_ready": "readiness", "gpu_released": "restart",
+    if action == "sglang_restart" and ((failed_result or {}).get("released") or {}).get("released") is False:
+        return "restart"  # the old server's GPUs or port were never free, nothing started
+    # a start that failed is the readiness stage's, as the restart's own start is (a node group's rank start)
+    return {"sglang_preflight": "preflight", "sglang_ready": "readiness", "sglang_restart": "readiness",
+            "sglang_start": "readiness", "gpu_released": "restart",
             "sglang_smoke": "smoke", "sglang_accuracy": "accuracy", "sglang_bench": "benchmark",
             "sglang_bench_wait": "benchmark", "gpu_facts": "facts", "port_owner": "preflight",
             "interconnect_facts": "interconnect", "model_stage": "preflight",

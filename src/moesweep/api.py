@@ -276,27 +276,30 @@ class Event:
     at: float = field(default_factory=time.time)
 
 
-# A point's phases, in the order a point enters them (docs/api.md). One host's restart is its readiness call
-# (sglang_ready's release), told when that call returns: after ``readiness``.
+# A point's phases, in the order a point enters them (docs/api.md).
 PHASES = ("preflight", "resume", "configure", "restart", "readiness", "smoke", "accuracy", "benchmark", "record",
           "restore")
 
 READY = "moesweep.sweep.sglang_ready"
+RESTART = "moesweep.sweep.sglang_restart"
 RECORD = "moesweep.sweep.sweep_record"
 NODES = "moesweep.sweep.sglang_nodes"
 
 # A phase comes from the module a task runs, never from the task's name (free text for its reader). ansible-runner's
 # event of a task names its module (``resolved_action``, ``task_action``) but not its arguments, unless
-# display_args_to_stdout prints them in every task's banner. So a module whose every call in a point begins one phase
-# tells it when its task starts; a module that serves several steps (sweep_record's states, sglang_ready's judge and
-# restart, a node group's barriers) tells it by its call's result (phases_of). Ansible starts a task whose condition is
-# false too, then skips it: a stage that is off (smoke, accuracy) is told at its start all the same.
+# display_args_to_stdout prints them in every task's banner. So a module whose every call in a point begins the same
+# phases tells them when its task starts; a module that serves several steps (sweep_record's states, a node group's
+# barriers) tells them by its call's result (phases_of). Ansible starts a task whose condition is false too, then
+# skips it: a stage that is off (smoke, accuracy) is told at its start all the same.
 START_PHASES = {
-    "moesweep.sweep.sglang_preflight": "preflight",
-    "moesweep.sweep.sglang_unit": "configure",
-    READY: "readiness",  # a judge of the running server, a restart (stop, release wait, start, wait), a rank's start
-    "moesweep.sweep.sglang_smoke": "smoke",
-    "moesweep.sweep.sglang_accuracy": "accuracy",
+    "moesweep.sweep.sglang_preflight": ("preflight",),
+    "moesweep.sweep.sglang_unit": ("configure",),
+    # one host's restart in one call: stop, release wait and start, then the wait for that run
+    RESTART: ("restart", "readiness"),
+    # the judge of the running server, a node group's wait for its ranks (their start, sglang_start, is the restart's)
+    READY: ("readiness",),
+    "moesweep.sweep.sglang_smoke": ("smoke",),
+    "moesweep.sweep.sglang_accuracy": ("accuracy",),
 }
 
 
@@ -310,7 +313,7 @@ def phases_of(action: str, result: dict | None = None) -> tuple[str, ...]:
     """The phases a task of module ``action`` begins, in order: when it starts (``result`` None), or those its
     result tells once it returned. The benchmark is told with its first level (level_events)."""
     if result is None:
-        return (START_PHASES[action],) if action in START_PHASES else ()
+        return START_PHASES.get(action, ())
     if action == RECORD:
         event = result.get("moesweep_event")
         if event == "resume":
@@ -319,9 +322,6 @@ def phases_of(action: str, result: dict | None = None) -> tuple[str, ...]:
             return ("record",)
         if "choice" in result:  # state restore_plan: the configuration the host is left on
             return ("restore",)
-    elif action == READY and result.get("released"):
-        # its release option: a restart in one call - the old run stopped, its GPUs and port free, the unit started
-        return ("restart",)
     elif action == NODES and result.get("restart"):
         return ("restart",)  # a node group's decision (check restart): every rank stops, is released and starts
     return ()

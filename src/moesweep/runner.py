@@ -20,6 +20,7 @@ WATCHED_ACTIONS = {
     "moesweep.sweep.gpu_facts": "gpu_facts",
     "moesweep.sweep.sglang_preflight": "preflight",
     "moesweep.sweep.sglang_ready": "readiness",
+    "moesweep.sweep.sglang_restart": "readiness",  # the restart's wait for the run it started
     "moesweep.sweep.gpu_released": "released",
     "moesweep.sweep.sglang_smoke": "smoke",
     "moesweep.sweep.sglang_bench_wait": "benchmark",  # the async benchmark job's result (roles/sglang_bench)
@@ -64,7 +65,7 @@ def run_playbook(playbook: str, extravars: dict | None = None, inventory: str | 
             if key:
                 out.results[key] = res
             if key == "readiness" and res.get("released"):
-                # a restart's stop and release wait, run by the readiness call itself (sglang_ready's release)
+                # a restart's stop and release wait, run by the restart call itself (sglang_restart's released)
                 out.results["released"] = res["released"]
             if res.get("changed"):
                 out.changed += 1

@@ -107,22 +107,30 @@ def test_phases_come_from_the_module_a_task_runs_never_from_its_name():
 
     state = {"h1": "triton"}
     tasks = yaml.safe_load((REPO / "roles/sglang_server/tasks/run.yml").read_text())
-    includes = [t for t in tasks if t.get("ansible.builtin.include_tasks") == "ready.yml"]
-    assert len(includes) == 2  # the judge of a server that runs, the restart
+    includes = [t for t in tasks if t.get("ansible.builtin.include_tasks") in ("ready.yml", "restart.yml")]
+    assert [t["ansible.builtin.include_tasks"] for t in includes] == ["ready.yml", "restart.yml"]  # judge, restart
     for task in includes:
         # each starts (and is skipped) at every point that takes the other: it tells no phase
         assert api.events_from_runner(_task("runner_on_start", "ansible.builtin.include_tasks", name=task["name"]),
                                       state) == []
     (ready,) = yaml.safe_load((REPO / "roles/sglang_server/tasks/ready.yml").read_text())
     assert "moesweep.sweep.sglang_ready" in ready
-    # the one readiness call: the same phase whatever its task is named
+    # the judge: the same phase whatever its task is named
     for name in (ready["name"], "Judge the running server", "anything"):
         (ev,) = api.events_from_runner(_task("runner_on_start", api.READY, name=name), {"h1": "triton"})
         assert (ev.kind, ev.phase, ev.detail) == ("phase", "readiness", {"task": name, "action": api.READY})
-    # a restart is that call with its release option: its result says it stopped, released and started the unit
-    assert api.phases_of(api.READY, {"released": {"stopped": True, "released": True}, "state": "ready"}) == (
-        "restart",)
-    assert api.phases_of(api.READY, {"released": {}, "state": "ready"}) == ()  # a judge
+    # the restart: one call that stops, waits for the release, starts and waits for that run - both phases at its
+    # start, in order, whatever its task is named; its result tells nothing more
+    (restart,) = yaml.safe_load((REPO / "roles/sglang_server/tasks/restart.yml").read_text())
+    assert api.RESTART in restart
+    for name in (restart["name"], "anything"):
+        told = api.events_from_runner(_task("runner_on_start", api.RESTART, name=name), {"h1": "triton"})
+        assert [(e.kind, e.phase, e.detail) for e in told] == [
+            ("phase", "restart", {"task": name, "action": api.RESTART}),
+            ("phase", "readiness", {"task": name, "action": api.RESTART})]
+    assert api.phases_of(api.RESTART, {"released": {"stopped": True, "released": True}, "state": "ready"}) == ()
+    assert api.phases_of(api.READY, {"state": "ready"}) == ()  # a judge
+    assert api.phases_of("moesweep.sweep.sglang_start") == ()  # a rank's start: its group's restart was told
     assert api.phases_of("moesweep.sweep.sglang_preflight") == ("preflight",)
     # a node group restarts when its barrier decides so, before any rank stops
     assert api.phases_of(api.NODES, {"check": "restart", "restart": True}) == ("restart",)
@@ -138,7 +146,7 @@ def test_phases_come_from_the_module_a_task_runs_never_from_its_name():
 
 def test_a_points_phases_in_order_from_its_modules():
     """One host's point that restarts, as ansible-runner tells it: each phase once, in the order the point enters
-    it; a module that serves several steps (sweep_record, sglang_ready) tells its phase by its call's result."""
+    it; a module that serves several steps (sweep_record) tells its phase by its call's result."""
     record = {"kind": "point", "point": "triton", "status": "passed"}
     events = [
         _task("runner_on_start", api.RECORD),
@@ -153,8 +161,8 @@ def test_a_points_phases_in_order_from_its_modules():
         _task("runner_on_start", "moesweep.sweep.sglang_bench"),  # the gated benchmark job, before the restart
         _task("runner_on_start", "ansible.builtin.include_tasks"),  # the judge: skipped
         _task("runner_on_start", "ansible.builtin.include_tasks"),  # the restart
-        _task("runner_on_start", api.READY),
-        _task("runner_on_ok", api.READY, {"state": "ready", "started": True, "released": {"stopped": True}}),
+        _task("runner_on_start", api.RESTART),
+        _task("runner_on_ok", api.RESTART, {"state": "ready", "started": True, "released": {"stopped": True}}),
         _task("runner_on_start", api.RECORD),  # stop_check
         _task("runner_on_ok", api.RECORD, {}),
         _task("runner_on_start", "moesweep.sweep.sglang_smoke"),
@@ -168,9 +176,9 @@ def test_a_points_phases_in_order_from_its_modules():
     ]
     state: dict = {}
     told = [e for ev in events for e in api.events_from_runner(ev, state)]
-    # one host's restart is its readiness call (sglang_ready's release): told when that call returns
+    # one host's restart is one call (sglang_restart): restart, then readiness, when it starts
     assert [e.phase or e.kind for e in told] == [
-        "point_started", "preflight", "resume", "configure", "readiness", "restart", "smoke", "accuracy",
+        "point_started", "preflight", "resume", "configure", "restart", "readiness", "smoke", "accuracy",
         "benchmark", "level_started", "level", "record", "point_finished"]
     assert all((e.host, e.point) == ("h1", "triton") for e in told)
 
@@ -181,15 +189,19 @@ def test_a_points_phases_in_order_from_its_modules():
         for e in api.events_from_runner(ev, state)]
     assert [e.phase or e.kind for e in told] == ["point_started", "preflight", "resume", "skipped"]
 
-    # a node group's rank: the group's decision tells the restart; its start and wait calls one readiness
+    # a node group's rank: the group's decision tells the restart (its stop, release wait and starts); its wait the
+    # readiness
     state = {"h1": "triton"}
     group = [_task("runner_on_ok", api.NODES, {"check": "restart", "restart": True}),
              _task("runner_on_start", "ansible.builtin.systemd_service"),
              _task("runner_on_start", "moesweep.sweep.gpu_released"),
-             _task("runner_on_start", api.READY), _task("runner_on_start", api.READY),
-             _task("runner_on_start", api.READY), _task("runner_on_ok", api.READY, {"state": "ready", "released": {}}),
+             _task("runner_on_start", "moesweep.sweep.sglang_start"),
+             _task("runner_on_start", "moesweep.sweep.sglang_start"),
+             _task("runner_on_start", api.READY), _task("runner_on_ok", api.READY, {"state": "ready"}),
              _task("runner_on_ok", api.NODES, {"check": "ready", "state": "ready"})]
-    assert [e.phase for ev in group for e in api.events_from_runner(ev, state)] == ["restart", "readiness"]
+    told = [e for ev in group for e in api.events_from_runner(ev, state)]
+    assert [e.phase for e in told] == ["restart", "readiness"]
+    assert told[1].detail["action"] == api.READY
 
 
 def test_every_module_the_api_reads_is_one_a_point_runs():
@@ -207,9 +219,11 @@ def test_every_module_the_api_reads_is_one_a_point_runs():
 
     files = [*REPO.glob("playbooks/tasks/*.yml"), *REPO.glob("roles/*/tasks/*.yml")]
     run = {a for f in files for a in actions(yaml.safe_load(f.read_text()))}
-    read = {*api.START_PHASES, api.READY, api.RECORD, api.NODES, api.BENCH_WAIT, api.STAGE_WAIT}
+    read = {*api.START_PHASES, api.READY, api.RESTART, api.RECORD, api.NODES, api.BENCH_WAIT, api.STAGE_WAIT}
     assert read <= run, read - run
-    assert set(api.START_PHASES.values()) <= set(api.PHASES)
+    assert {phase for phases in api.START_PHASES.values() for phase in phases} <= set(api.PHASES)
+    # the phases a task tells at its start, in the order a point enters them
+    assert all(list(phases) == sorted(phases, key=api.PHASES.index) for phases in api.START_PHASES.values())
 
 
 def test_the_accuracy_stage_is_a_phase_and_a_point_result_field():

@@ -118,7 +118,7 @@ def test_check_mode_reports_once_without_waiting(release):
 
 def test_it_only_observes_and_never_calls_systemctl(release):
     """The stop before the wait is a task of its own (the server role's stop entry point); the stop-then-wait protocol
-    of sglang_ready's release is module_utils/test_release.py's."""
+    of sglang_restart is module_utils/test_release.py's."""
     calls = ["active"]
     kind, r = release({"timeout": 5, "poll_interval": 0.01}, [(BUSY, "0, 21700\n"), (IDLE, "0, 3\n")],
                       systemctl=calls)

@@ -34,9 +34,11 @@ def test_point_status(stage, failed, readiness, smoke, bench, expected):
 
 @pytest.mark.parametrize("action,result,stage", [
     ("moesweep.sweep.sglang_ready", {"state": "crashed"}, "readiness"),
-    # the restart's stop and release wait, run by the readiness call (its release option): nothing started
-    ("moesweep.sweep.sglang_ready", {"released": {"released": False, "stopped": True}}, "restart"),
-    ("moesweep.sweep.sglang_ready", {"released": {"released": True}, "state": "hang"}, "readiness"),
+    # the restart's stop and release wait, run by the restart call: nothing started
+    ("moesweep.sweep.sglang_restart", {"released": {"released": False, "stopped": True}}, "restart"),
+    ("moesweep.sweep.sglang_restart", {"released": {"released": True}, "state": "hang"}, "readiness"),
+    ("moesweep.sweep.sglang_restart", {"state": "crashed", "released": {"released": True}}, "readiness"),
+    ("moesweep.sweep.sglang_start", {"msg": "systemctl start sglang.service failed (rc 5)"}, "readiness"),
     ("moesweep.sweep.gpu_released", {"released": False}, "restart"),
     ("moesweep.sweep.sglang_nodes", {"stage": "restart"}, "restart"),
     ("ansible.builtin.assert", {}, "other"),
