@@ -192,11 +192,12 @@ def test_rank_1_killed_during_the_benchmark_stops_the_level_at_once_naming_rank_
                                        "-e", json.dumps(slow)),
                             cwd=REPO, env=nodes.env(), text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     killed_at = None
+    begun = int(time.time()) - 1
     deadline = time.monotonic() + 400
     while time.monotonic() < deadline and proc.poll() is None:
-        # the level runs once its log on rank 0 has bench_serving's "Starting main benchmark run"
-        if nodes.sh(nodes.rank0, f"grep -l 'Starting main benchmark run' /var/lib/moesweep/runs/*/{OTHER}/*/c1.log "
-                                 "2>/dev/null | head -n 1"):
+        # the level runs once this run's progress document on rank 0 says so (bench_progress)
+        if nodes.sh(nodes.rank0, f"find /var/lib/moesweep/runs -path '*/{OTHER}/*/progress.json' -newermt @{begun} "
+                                 "-exec grep -l '\"state\": \"running\"' {} + 2>/dev/null | head -n 1"):
             time.sleep(3)
             nodes.sh(nodes.rank1, "systemctl kill -s SIGKILL sglang.service")
             killed_at = time.monotonic()
@@ -206,7 +207,7 @@ def test_rank_1_killed_during_the_benchmark_stops_the_level_at_once_naming_rank_
     assert killed_at, out[-6000:]
     # noticed within ~15 s (3 refused probes 5 s apart), not after the level's ~100 s or its hour's timeout
     assert time.monotonic() - killed_at < 60, out[-6000:]
-    assert proc.returncode != 0
+    assert proc.returncode != 0, out[-6000:]
     recs = nodes.records(point=OTHER)[seen:]
     assert len(recs) == 1, [(r["host"], r["status"]) for r in recs]
     rec = recs[0]
