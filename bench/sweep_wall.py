@@ -1,9 +1,10 @@
 """Wall time of a 4-point sweep over SSH on simulated hosts, two figures:
 
 1. the sweep's overhead per point on 1 host: the playbook run's wall time minus the simulated server's own start
-   time (its log's "ready" phase) and the measurements' own time (bench_serving's duration of every level, the GSM8K
-   evaluator's own run, the all-reduce measurement), over the points (goal: <= 10 s per point); and the same per
-   point from its record (record seconds minus server start, levels and evaluator);
+   time (its log's "ready" phase) and shutdown (what a restart waited for the previous server to exit after
+   SIGTERM: sglang's SIGTERM watchdog ticks every 5 s) and the measurements' own time (bench_serving's duration of
+   every level, the GSM8K evaluator's own run, the all-reduce measurement), over the points (goal: <= 10 s per
+   point); and the same per point from its record (record seconds minus server start, levels and evaluator);
 2. the same sweep on 4 hosts with -e spread=true against 1 host (goal: ratio <= 0.35).
 
 The hosts are provisioned first with site.yml (test stack and benchmark client from a wheelhouse served on every
@@ -57,12 +58,21 @@ def points(results: Path, kind: str = "point") -> list[dict]:
     return [r for r in out if r["kind"] == kind]
 
 
+def shutdown_s(rec: dict) -> float:
+    """The previous server's own shutdown that a record's restart waited for: ``systemctl stop`` returning once its
+    processes exited (``readiness.released.stop_s``; sglang exits at its SIGTERM watchdog's next 5 s tick, which the
+    simulator keeps). The point's early stop overlaps most of it with the next point's first tasks; what is left is
+    the server's own time, as its start is."""
+    return float((((rec.get("readiness") or {}).get("released")) or {}).get("stop_s") or 0.0)
+
+
 def own_time(rec: dict) -> tuple[float, float]:
-    """(the server's own start time, the measuring tools' own time) of one record: bench_serving's duration of
-    every level and the GSM8K evaluator's own run (sglang.test.few_shot_gsm8k's "Latency", ``accuracy.latency_s``).
-    Both are measurements a real point makes for minutes; what the tools do around them (imports, warmups) stays
-    overhead."""
+    """(the server's own start and shutdown time, the measuring tools' own time) of one record: bench_serving's
+    duration of every level and the GSM8K evaluator's own run (sglang.test.few_shot_gsm8k's "Latency",
+    ``accuracy.latency_s``). Both are measurements a real point makes for minutes; what the tools do around them
+    (imports, warmups, bench_serving's fixed 1 s pause) stays overhead."""
     start = ((rec.get("readiness") or {}).get("timeline") or {}).get("ready", {}).get("at") or 0.0
+    start += shutdown_s(rec)
     levels = (rec.get("benchmark") or {}).get("levels") or []
     bench = sum(float((lv.get("figures") or {}).get("duration") or 0.0) for lv in levels)
     return float(start), bench + float((rec.get("accuracy") or {}).get("latency_s") or 0.0)
@@ -95,14 +105,18 @@ def overhead(wall: float, recs: list[dict], restores: list[dict], measured_s: fl
         restarted = bool(point) and (r.get("readiness") or {}).get("invocation_id") not in (
             None, (point.get("readiness") or {}).get("invocation_id"))
         if restarted:
-            own += own_time(point)[0]
+            own += own_time(point)[0] - shutdown_s(point) + shutdown_s(r)
         restore = {"point": r.get("point"), "restarted": restarted}
     # counted as overhead, yet bench_serving's own: each level's time in the client outside its `duration` (its
     # arguments and tokenizer, the warmup request, the fixed 1 s pause before the main run, its metrics and output)
     fixed = sum(float(lv.get("wall_s") or 0.0) - float((lv.get("figures") or {}).get("duration") or 0.0)
                 for r in recs for lv in (r.get("benchmark") or {}).get("levels") or [] if lv.get("wall_s"))
     accuracy = sum(float((r.get("accuracy") or {}).get("latency_s") or 0.0) for r in recs)
+    shutdown = sum(shutdown_s(r) for r in recs)
+    if restore and restore["restarted"]:
+        shutdown += sum(shutdown_s(r) for r in restores)
     return {"wall_s": round(wall, 1), "server_start_and_measurements_s": round(own, 1),
+            "server_shutdown_waited_s": round(shutdown, 1),
             "accuracy_evaluator_s": round(accuracy, 1), "interconnect_measured_s": round(measured_s, 1),
             "per_point_s": round((wall - own) / max(len(recs), 1), 2), "per_point_in_record_s": per_record,
             "bench_serving_fixed_per_point_s": round(fixed / max(len(recs), 1), 2),
@@ -329,7 +343,8 @@ def main() -> int:
     else:
         print(f"4-point sweep ({', '.join(BACKENDS)}), simulator time scale {args.time_scale}, benchmark on:")
         print(f"  1 host:                 {wall_1:7.1f} s, of which server start + measurements "
-              f"{over['server_start_and_measurements_s']:.1f} s (bench_serving's levels, the GSM8K evaluator's "
+              f"{over['server_start_and_measurements_s']:.1f} s (the previous servers' shutdowns the restarts waited "
+              f"for {over['server_shutdown_waited_s']:.1f} s, bench_serving's levels, the GSM8K evaluator's "
               f"{over['accuracy_evaluator_s']:.1f} s, the all-reduce's {over['interconnect_measured_s']:.1f} s); "
               f"{cpu_1:.1f} CPU-s on this machine's {os.cpu_count()} CPUs "
               f"({cpu_1 / wall_1:.2f} busy on average)")

@@ -99,15 +99,20 @@ def release(run_command, nvidia_smi, systemctl=None, unit=None, port=0, pids=(),
             listeners=ports.listeners):
     """Stop ``unit`` (when given and running), then wait until released. In check mode nothing is stopped and the
     state is looked at once, without waiting. Returns the result every caller reports: ``stopped``, ``released``,
-    ``elapsed``, ``holders``, ``port_holders``, ``memory_used_mib`` and, when not released, ``msg``."""
+    ``elapsed``, ``holders``, ``port_holders``, ``memory_used_mib``, ``stop_s`` and, when not released, ``msg``.
+    ``stop_s`` is the stop's own time: ``systemctl stop`` returns once the unit's processes exited, so it is the old
+    server's shutdown (sglang drains on SIGTERM at its next 5 s watchdog tick), not this wait's; ``elapsed`` the
+    release wait after it."""
+    began = time.perf_counter()  # the stop's duration, measured apart from the wait's clock
     stopped = stop_unit(run_command, systemctl, unit, check_mode) if unit else False
+    stop_s = time.perf_counter() - began
 
     def look():
         return observe(run_command, nvidia_smi, pids, port, listeners)
 
     ok, seen, elapsed = poll_until(look, lambda s: is_released(s, max_memory_used_mib),
                                    0.0 if check_mode else timeout, poll_interval, clock=clock, sleep=sleep)
-    result = dict(stopped=stopped, released=ok, elapsed=round(elapsed, 3), **seen)
+    result = dict(stopped=stopped, released=ok, elapsed=round(elapsed, 3), stop_s=round(stop_s, 3), **seen)
     if not ok:
         result["msg"] = not_released_message(seen, port, max_memory_used_mib, elapsed)
     return result

@@ -327,7 +327,7 @@ def build_restore_record(ctx):
         "started": ctx.get("started"),
         "finished": now_iso(),
         "readiness": _pick(readiness, ("state", "cause", "phase", "decisive_line", "elapsed", "invocation_id",
-                                       "node_rank", "node_host", "nodes")),
+                                       "node_rank", "node_host", "nodes", "released")),
         "failed_task": ctx.get("failed_task"),
         "failed_msg": ctx.get("failed_msg"),
         "moesweep": ctx.get("moesweep") or {},
