@@ -333,4 +333,3 @@ def build_restore_record(ctx):
         "moesweep": ctx.get("moesweep") or {},
     }
     return secrets.redact(record, known=ctx.get("known_secrets") or ())
-
