@@ -378,6 +378,29 @@ def overhead_per_level(wall_s, durations):
     return round((wall_s - sum(runs)) / float(len(durations)), 3)
 
 
+def host_inputs(run_command, params, access, isfile, isdir, listdir, read_text):
+    """What a benchmark needs on its host before its first request, read there: a local dataset file (never
+    downloaded), the client venv with sglang's bench_serving, and a local tokenizer. ``params`` holds
+    ``client_python``, ``tokenizer``, ``model_path``, ``hf_home``, ``dataset_name`` and ``dataset_path`` (the
+    sglang_bench module's options). Returns (the problem with its fix or None, the tokenizer path, where it was
+    found). The file system and the command runner are injected (tests)."""
+    p = params
+    if p.get("dataset_name") != "random-ids" and not (p.get("dataset_path") and isfile(p["dataset_path"])):
+        return ("dataset %s needs a local dataset_path (never downloaded); %r is not a file"
+                % (p.get("dataset_name"), p.get("dataset_path"))), None, None
+    if not access(p["client_python"]):
+        return ("the benchmark client %s does not exist: provision the host with site.yml "
+                "(sglang_env_client_enabled) or set client_python" % p["client_python"]), None, None
+    rc, out, _err = run_command([p["client_python"], "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
+    if rc != 0 or not isfile(bench_serving_path(out.strip())):
+        return ("the client venv of %s has no sglang (no %s): install the client stack (sglang_env_client_stack) "
+                "with site.yml" % (p["client_python"], bench_serving_path(out.strip()))), None, None
+    tok, how = resolve_tokenizer(p.get("tokenizer"), p.get("model_path"), p.get("hf_home"), isdir, listdir, read_text)
+    if tok is None:
+        return "%s; the client never downloads one (the hub is offline for it)" % how, None, None
+    return None, tok, how
+
+
 def resolve_tokenizer(tokenizer, model_path, hf_home, isdir, listdir, read_text):
     """The local tokenizer directory: ``tokenizer`` when given, else ``model_path`` when it is a local
     directory, else the Hugging Face cache snapshot of the repo id ``model_path`` under ``hf_home``

@@ -858,23 +858,13 @@ def main():
         diagnosis.check_thresholds(p["diagnosis_thresholds"])
     except ValueError as exc:
         fail("sglang_bench: diagnosis_thresholds: %s" % exc)
-    if p["dataset_name"] != "random-ids" and not (p["dataset_path"] and os.path.isfile(p["dataset_path"])):
-        fail("sglang_bench: dataset %s needs a local dataset_path (never downloaded); %r is not a file"
-             % (p["dataset_name"], p["dataset_path"]))
     unit, err = systemd.validate_unit(p["unit"])
     if err:
         fail(err)
-    if not os.access(p["client_python"], os.X_OK):
-        fail("sglang_bench: the benchmark client %s does not exist: provision the host with site.yml "
-             "(sglang_env_client_enabled) or set client_python" % p["client_python"])
-    rc, out, errout = module.run_command([p["client_python"], "-c",
-                                          "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
-    if rc != 0 or not os.path.isfile(bs.bench_serving_path(out.strip())):
-        fail("sglang_bench: the client venv of %s has no sglang (no %s): install the client stack "
-             "(sglang_env_client_stack) with site.yml" % (p["client_python"], bs.bench_serving_path(out.strip())))
-    tok, how = bs.resolve_tokenizer(p["tokenizer"], p["model_path"], p["hf_home"], os.path.isdir, os.listdir, _read)
-    if tok is None:
-        fail("sglang_bench: %s; the client never downloads one (the hub is offline for it)" % how)
+    problem, tok, how = bs.host_inputs(module.run_command, p, lambda path: os.access(path, os.X_OK), os.path.isfile,
+                                       os.path.isdir, os.listdir, _read)
+    if problem:
+        fail("sglang_bench: %s" % problem)
     host = "[%s]" % p["host"] if ":" in p["host"] and not p["host"].startswith("[") else p["host"]
     base = "http://%s:%d" % (host, p["port"])
     try:

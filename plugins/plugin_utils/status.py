@@ -83,4 +83,4 @@ def stage_of(task_action, failed_result=None):
             "sglang_smoke": "smoke", "sglang_accuracy": "accuracy", "sglang_bench": "benchmark",
             "sglang_bench_wait": "benchmark", "gpu_facts": "facts", "port_owner": "preflight",
             "interconnect_facts": "interconnect", "model_stage": "preflight",
-            "model_stage_wait": "preflight"}.get(action, "other")
+            "model_stage_wait": "preflight", "sglang_bench_check": "preflight"}.get(action, "other")

@@ -463,3 +463,22 @@ def test_37_a_sweep_of_refused_points_never_touches_the_running_server(host, tmp
     assert [p["status"] for p in lines(tmp_path / "results", "point")] == ["refused"]
     assert state(host) == before, text[-3000:]
     assert host.sh(host.names[0], "systemctl show sglang.service -p MainPID --value").stdout.strip() == pid
+
+
+def test_37_a_benchmark_that_cannot_run_on_the_host_is_refused_before_anything_is_touched(bench_cluster, tmp_path):
+    """A wrong tokenizer path is a benchmark input on the host: the sweep fails naming it and its fix before any
+    point's unit is written or anything stops or restarts, not from the benchmark job after the restarts of every
+    point (re-probe #37, weak)."""
+    host = bench_cluster.names[0]
+    before = serving(bench_cluster)
+    settings = settings_file(tmp_path, sglang_bench_enabled=True, sglang_bench_tokenizer="/nonexistent/tokenizer",
+                             **SMALL_BENCH)
+    run = bench_cluster.playbook("sweep.yml", "-e", f"@{settings}", "-e", "backends=[triton,flashinfer_cutedsl]",
+                                 "-e", "rerun=true", "-e", f"results_dir={tmp_path / 'results'}", check=False)
+    text = run.stdout + run.stderr
+    assert run.returncode != 0, text[-3000:]
+    assert "tokenizer directory /nonexistent/tokenizer does not exist" in text, text[-3000:]
+    assert lines(tmp_path / "results", "point") == []
+    assert state(bench_cluster) == before  # the same unit file and the same server process
+    assert "--moe-runner-backend flashinfer_cutlass" in bench_cluster.sh(
+        host, "systemctl show sglang.service -p ExecStart --value").stdout

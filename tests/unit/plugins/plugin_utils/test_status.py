@@ -40,6 +40,8 @@ def test_point_status(stage, failed, readiness, smoke, bench, expected):
     ("moesweep.sweep.sglang_restart", {"state": "crashed", "released": {"released": True}}, "readiness"),
     ("moesweep.sweep.sglang_start", {"msg": "systemctl start sglang.service failed (rc 5)"}, "readiness"),
     ("moesweep.sweep.gpu_released", {"released": False}, "restart"),
+    ("moesweep.sweep.sglang_bench_check", {"msg": "sglang_bench_check: tokenizer directory /x does not exist"},
+     "preflight"),
     ("moesweep.sweep.sglang_nodes", {"stage": "restart"}, "restart"),
     ("ansible.builtin.assert", {}, "other"),
 ])
