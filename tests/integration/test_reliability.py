@@ -14,6 +14,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -300,8 +301,9 @@ def test_10_11_12_secrets_never_reach_a_record_an_artifact_the_output_or_a_reada
     secrets.chmod(0o600)
     results = tmp_path / "results"
     # the CLI, secrets from a vars file; its own TMPDIR, so that another worker's runs cannot be taken for its leaks
-    private_tmp = tmp_path / "tmp"
-    private_tmp.mkdir()
+    # short: ansible-core's local RPC server binds a Unix socket under TMPDIR (pymp-*/listener-*), whose path may not
+    # exceed 107 bytes (AF_UNIX), which pytest's tmp_path under xdist reaches
+    private_tmp = Path(tempfile.mkdtemp(prefix="msw-"))
     proc = cli(host, results, "--backends", "triton", "--rerun", "-e", f"@{secrets}",
                settings=settings_file(tmp_path), tmpdir=private_tmp)
     cli_out = proc.communicate(timeout=600)[0]
