@@ -285,7 +285,7 @@ def main() -> int:
     parser.add_argument("--keep-up", action="store_true", help="leave the simulated hosts running (faster reruns)")
     parser.add_argument("--variant", action="append", metavar="STRATEGY[@INTERVAL]",
                         help="compare strategies on the 1-host sweep: the play's strategy (-e sweep_strategy) and "
-                             "ansible-core's internal_poll_interval, e.g. moesweep.sweep.free, free@0.005; "
+                             "ansible-core's internal_poll_interval, e.g. free, free@0.005, host_pinned; "
                              "'default' is the playbook's own; repeatable; implies --one-host")
     parser.add_argument("--runs", type=int, default=1, help="with --variant: timed runs of each, interleaved")
     args = parser.parse_args()
