@@ -14,10 +14,9 @@ description:
   - A listening socket whose process cannot be found (another PID namespace, no permission) is listed
     with C(pid) null rather than dropped, so RV(in_use) stays true.
   - With O(allowed_unit), fails when a process outside that unit listens on the port, naming each process, its
-    command line and unit, and O(fix). The server role's check entry point uses it (the sweep's unit call,
-    M(moesweep.sweep.sglang_unit), makes the same refusal before it writes anything), so that a port already taken
-    by something other than the server's own unit is reported with the owning process instead of surfacing later as
-    a crash.
+    command line and unit, and O(fix). The server role uses it before it writes the unit (a sweep point, the restore)
+    and in its check entry point, so that a port already taken by something other than the server's own unit is
+    reported with the owning process instead of surfacing later as a crash.
 options:
   port:
     description: TCP port to inspect.

@@ -25,22 +25,12 @@ description:
   - Runs C(systemctl daemon-reload) when the unit file changed or when systemd runs an older copy than the file on
     disk (C(NeedDaemonReload=yes), left by a run that stopped between writing and reloading); enables or disables
     the unit at boot when O(enabled) is given; then reads the unit's state with C(systemctl show).
-  - Makes the service O(account) the unit runs as when it is missing (a system group and a system user without a
-    login shell or a home made for it, in the supplementary groups asked), or gives an existing user the primary
-    group, supplementary groups, home and shell asked for (with C(groupadd), C(useradd) and C(usermod), as
-    C(ansible.builtin.group) and C(ansible.builtin.user) do); its other groups, UID and password are left alone.
-  - With O(port), first refuses a port that a process outside this unit listens on (read from C(/proc), as
-    M(moesweep.sweep.port_owner) does), naming each process, its command line and unit, and O(port_fix); nothing is
-    written, made or reloaded then, in check mode too. The unit's own server may hold its port (a restart replaces it).
-  - Creates the O(directories) the unit needs (the service user's home and caches, the configuration directory) when
-    they are missing, and gives each its owner, group and mode, before the files are written.
   - RV(config_changed) is the decision a restart hangs on, true when the unit, its environment file or its secrets
     file changed (written or removed), or systemd had not loaded the unit file on disk. Owner or mode repairs alone
     change no configuration.
-  - Replaces two C(ansible.builtin.template) tasks and two C(ansible.builtin.systemd_service) calls (each its own
-    SSH round trip) at every sweep point, and the C(ansible.builtin.group), C(ansible.builtin.user) and
-    C(ansible.builtin.file) calls of the account and the directories once per host; the content is rendered on the
-    controller by the caller (C(lookup('ansible.builtin.template', ...))).
+  - The content is rendered on the controller by the caller (C(lookup('ansible.builtin.template', ...))). The service
+    account and the directories the unit names are made before (the server role's C(install) entry point), and a
+    port another process holds is refused before (M(moesweep.sweep.port_owner)).
 options:
   name:
     description: The unit's name, for example C(sglang.service).
@@ -74,80 +64,18 @@ options:
   secret_config_owner:
     description:
       - The secrets file's owner, the user the server runs as (the server reads the file itself, unlike the
-        environment file, which systemd reads as root). Defaults to O(account.user), else C(root).
+        environment file, which systemd reads as root). Defaults to C(root); the user must exist.
     type: str
   secret_config_group:
-    description: The secrets file's group. Defaults to O(account.group), else C(root).
+    description: The secrets file's group. Defaults to C(root); the group must exist.
     type: str
   verify:
     description: Check a changed unit with C(systemd-analyze verify) before it replaces the old one.
     type: bool
     default: true
-  port:
-    description:
-      - The TCP port the unit's server listens on. Given, a process outside O(name) that listens on it fails the task
-        before anything is changed. Omitted, the port is not looked at (a node group's ranks check theirs together
-        before any rank changes, M(moesweep.sweep.sglang_nodes)).
-    type: int
-  port_fix:
-    description: How the user frees the O(port), the end of its refusal.
-    type: str
-    default: stop that process or choose another port for the server
   enabled:
     description: Enable (V(true)) or disable (V(false)) the unit at boot. Omitted, left as it is.
     type: bool
-  account:
-    description:
-      - The service account the unit runs as (its C(User=) and C(Group=)), made or corrected before the
-        O(directories) it owns. Omitted, no account is checked.
-      - A supplementary group in O(account.groups) that does not exist fails the task before anything is written.
-    type: dict
-    suboptions:
-      user:
-        description: The user's name.
-        type: str
-        required: true
-      group:
-        description: Its primary group's name.
-        type: str
-        required: true
-      groups:
-        description: Supplementary groups it must be in (added to the ones it has, for example C(video) for GPU access).
-        type: list
-        elements: str
-        default: []
-      home:
-        description: Its home directory (not created here; list it in O(directories)).
-        type: path
-        required: true
-      shell:
-        description: Its login shell.
-        type: str
-        default: /usr/sbin/nologin
-  directories:
-    description:
-      - Directories the unit needs, in order (a parent before its children), each created when missing and given
-        its owner, group and mode. The owner and group must exist (in check mode a missing one only predicts a change).
-    type: list
-    elements: dict
-    default: []
-    suboptions:
-      path:
-        description: The directory.
-        type: path
-        required: true
-      owner:
-        description: Its owner (a user name).
-        type: str
-        default: root
-      group:
-        description: Its group (a group name).
-        type: str
-        default: root
-      mode:
-        description: Its mode, in octal (for example C("0750")).
-        type: str
-        required: true
 author:
   - moesweep contributors (!UNKNOWN)
 extends_documentation_fragment:
@@ -186,12 +114,8 @@ EXAMPLES = r"""
     secret_config_path: /etc/sglang/sglang.secrets.yaml
     secret_config_content: "{{ ('api-key: ' ~ (api_key | to_json) ~ '\n') if api_key | length > 0 else omit }}"
     enabled: false
-    port: 8000
-    port_fix: stop that process or choose another port in sglang_server_flags.port
-    account: {user: sglang, group: sglang, groups: [video], home: /var/lib/sglang}
-    directories:
-      - {path: /var/lib/sglang, owner: sglang, group: sglang, mode: "0750"}
-      - {path: /etc/sglang, mode: "0755"}
+    secret_config_owner: sglang
+    secret_config_group: sglang
   register: unit
 
 - name: Restart only when the configuration changed
@@ -229,24 +153,6 @@ enabled:
   description: Whether the unit is enabled at boot after the call (in check mode, would be).
   returned: always
   type: bool
-account_changed:
-  description: What was done to the O(account) (in check mode, would be); empty when it was as asked or not given.
-  returned: always
-  type: list
-  elements: str
-  sample: ["group sglang created", "user sglang created"]
-directories_changed:
-  description: The O(directories) created or given their owner, group or mode (in check mode, that would be).
-  returned: always
-  type: list
-  elements: str
-  sample: ["/var/lib/sglang/.cache/sglang"]
-listeners:
-  description: When the O(port) is refused, the processes outside O(name) that listen on it (as M(moesweep.sweep.port_owner) lists them).
-  returned: when O(port) is held by another process
-  type: list
-  elements: dict
-  sample: [{"pid": 812, "cmdline": "python3 -m http.server 8000", "unit": "squatter.service"}]
 running:
   description: The unit's process is up or coming up after the call (C(ActiveState) active, activating or reloading).
   returned: always
@@ -262,12 +168,9 @@ status:
 import grp
 import os
 import pwd
-import stat
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.moesweep.sweep.plugins.module_utils import ports
-from ansible_collections.moesweep.sweep.plugins.module_utils.accounts import account_commands
 from ansible_collections.moesweep.sweep.plugins.module_utils.systemd import Systemctl, unit_running
 
 STATUS_PROPS = ("ActiveState", "SubState", "LoadState", "NeedDaemonReload", "UnitFileState", "MainPID",
@@ -336,7 +239,7 @@ def owner_ids(module, user, group):
         if module.check_mode:
             return None, None
         module.fail_json(msg="secret_config: the secrets file's owner %s or group %s does not exist on the host: "
-                             "create them first, or give account" % (user, group))
+                             "make the service account first (the server role's install entry point)" % (user, group))
 
 
 def secret_state(module, p):
@@ -347,105 +250,9 @@ def secret_state(module, p):
         return False, False, False, None, None
     if content is None:
         return False, False, os.path.lexists(path), None, None
-    account = p["account"] or {}
-    uid, gid = owner_ids(module, p["secret_config_owner"] or account.get("user") or "root",
-                         p["secret_config_group"] or account.get("group") or "root")
+    uid, gid = owner_ids(module, p["secret_config_owner"] or "root", p["secret_config_group"] or "root")
     write, attrs = file_state(path, content, SECRET_MODE, uid, gid)
     return write, attrs, False, uid, gid
-
-
-def directory_state(path, uid, gid, mode):
-    """(missing, owner or mode differ) of the directory ``path``; ``uid`` / ``gid`` None: not known yet. None when
-    ``path`` exists but is not a directory."""
-    try:
-        st = os.stat(path)
-    except (IOError, OSError):
-        return True, True
-    if not stat.S_ISDIR(st.st_mode):
-        return None
-    return False, (st.st_mode & 0o7777) != mode or st.st_uid != uid or st.st_gid != gid
-
-
-def account_state(want):
-    """(group exists, the user or None, its supplementary groups, which of the asked groups exist) from the host's
-    account databases, as account_commands takes them."""
-    def group_exists(name):
-        try:
-            grp.getgrnam(name)
-            return True
-        except KeyError:
-            return False
-
-    try:
-        pw = pwd.getpwnam(want["user"])
-    except KeyError:
-        user, member_of = None, []
-    else:
-        try:
-            primary = grp.getgrgid(pw.pw_gid).gr_name
-        except KeyError:
-            primary = str(pw.pw_gid)
-        user = {"group": primary, "home": pw.pw_dir, "shell": pw.pw_shell}
-        member_of = [g.gr_name for g in grp.getgrall() if want["user"] in g.gr_mem]
-    existing = [g for g in want["groups"] if group_exists(g)]
-    return group_exists(want["group"]), user, member_of, existing
-
-
-def plan_account(module, want):
-    """The commands that make the account as asked (account_commands); fails the task, before anything is written,
-    when it cannot be made."""
-    if want is None:
-        return []
-    error, commands = account_commands(want, *account_state(want))
-    if error:
-        module.fail_json(msg="account: " + error)
-    return commands
-
-
-def apply_account(module, commands):
-    """Run the account's commands in order; what was done (a failure says what was done before it)."""
-    done = []
-    for argv, what in commands:
-        rc, out, err = module.run_command([module.get_bin_path(argv[0], required=True)] + argv[1:],
-                                          environ_update={"LC_ALL": "C"})
-        if rc != 0:
-            module.fail_json(msg="account: %s failed (rc %d): %s" % (" ".join(argv), rc, (err or out).strip()),
-                             account_changed=done)
-        done.append(what)
-    return done
-
-
-def ensure_directories(module, directories):
-    """Create the missing ``directories`` and fix their owner, group and mode (nothing in check mode): the paths
-    changed, in order."""
-    changed = []
-    for d in directories:
-        try:
-            mode = int(str(d["mode"]), 8)
-        except ValueError:
-            module.fail_json(msg="directories: the mode of %s must be octal, like \"0750\" (got %r)"
-                                 % (d["path"], d["mode"]))
-        try:
-            uid, gid = pwd.getpwnam(d["owner"]).pw_uid, grp.getgrnam(d["group"]).gr_gid
-        except KeyError:
-            if not module.check_mode:
-                module.fail_json(msg="directories: %s needs owner %s and group %s, and one of them does not exist on the "
-                                     "host: create them first" % (d["path"], d["owner"], d["group"]))
-            uid = gid = None  # check mode, before the user exists: a change is predicted
-        state = directory_state(d["path"], uid, gid, mode)
-        if state is None:
-            module.fail_json(msg="directories: %s exists but is not a directory: move it away" % d["path"])
-        missing, attrs = state
-        if not (missing or attrs):
-            continue
-        changed.append(d["path"])
-        if module.check_mode:
-            continue
-        if missing:
-            os.mkdir(d["path"], mode)
-        os.chown(d["path"], uid, gid)
-        os.chmod(d["path"], mode)
-    return changed
 
 
 def verify_unit(module, name, content):
@@ -466,18 +273,6 @@ def verify_unit(module, name, content):
     return rc == 0 and not text, text
 
 
-def refuse_taken_port(module, name, port, fix):
-    """Fail, before anything is changed, when a process outside the unit ``name`` listens on ``port``."""
-    problem = ports.bad_port(port)
-    if problem:
-        module.fail_json(msg=problem)
-    taken = ports.foreign(ports.owners(port), name)
-    if taken:
-        module.fail_json(msg=ports.in_use_message(port, taken, fix) + "; nothing was changed", listeners=taken,
-                         config_changed=False, unit_changed=False, env_changed=False, secret_config_changed=False,
-                         reloaded=False, account_changed=[], directories_changed=[])
-
-
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -493,21 +288,6 @@ def main():
             secret_config_group=dict(type="str", no_log=False),
             verify=dict(type="bool", default=True),
             enabled=dict(type="bool"),
-            port=dict(type="int"),
-            port_fix=dict(type="str", default="stop that process or choose another port for the server"),
-            account=dict(type="dict", options=dict(
-                user=dict(type="str", required=True),
-                group=dict(type="str", required=True),
-                groups=dict(type="list", elements="str", default=[]),
-                home=dict(type="path", required=True),
-                shell=dict(type="str", default="/usr/sbin/nologin"),
-            )),
-            directories=dict(type="list", elements="dict", default=[], options=dict(
-                path=dict(type="path", required=True),
-                owner=dict(type="str", default="root"),
-                group=dict(type="str", default="root"),
-                mode=dict(type="str", required=True),
-            )),
         ),
         required_together=[("env_path", "env_content")],
         required_by={"secret_config_content": "secret_config_path"},
@@ -527,9 +307,6 @@ def main():
         if failed:
             module.fail_json(msg=failed)
 
-    if p["port"] is not None:
-        refuse_taken_port(module, p["name"], p["port"], p["port_fix"])
-    account = plan_account(module, p["account"])
     unit_changed, unit_attrs = file_state(p["unit_path"], p["unit_content"], UNIT_MODE)
     env_changed = env_attrs = False
     if p["env_content"] is not None:
@@ -544,13 +321,10 @@ def main():
             module.fail_json(msg="the rendered unit %s does not pass systemd-analyze verify, nothing was written: %s"
                              % (p["name"], text or "(it failed without saying why)"),
                              verify_output=text, config_changed=False, unit_changed=False, env_changed=False,
-                             secret_config_changed=False, reloaded=False, stale=stale, enabled=None, account_changed=[], directories_changed=[],
+                             secret_config_changed=False, reloaded=False, stale=stale, enabled=None,
                              status=before)
 
     reloaded = unit_changed or stale
-    account_changed = [what for _argv, what in account] if module.check_mode else apply_account(module, account)
-    directories_changed = ensure_directories(module, p["directories"])
-    # after the account: the secrets file belongs to the user the server runs as
     secret_write, secret_attrs, secret_remove, secret_uid, secret_gid = secret_state(module, p)
     if not module.check_mode:
         # the environment and secrets files first: a unit that names them never starts against a missing one
@@ -583,11 +357,11 @@ def main():
 
     secret_changed = secret_write or secret_remove
     changed = (unit_changed or env_changed or secret_changed or unit_attrs or env_attrs or secret_attrs or reloaded
-               or enabled_changed or bool(account_changed) or bool(directories_changed))
+               or enabled_changed)
     result = dict(changed=changed, config_changed=unit_changed or env_changed or secret_changed or stale,
                   unit_changed=unit_changed, env_changed=env_changed, secret_config_changed=secret_changed,
                   reloaded=reloaded, stale=stale, enabled=is_enabled,
-                  account_changed=account_changed, directories_changed=directories_changed, status=after,
+                  status=after,
                   running=unit_running(after))
     if before_text is not None:
         result["diff"] = {"before_header": p["unit_path"], "after_header": p["unit_path"], "before": before_text,

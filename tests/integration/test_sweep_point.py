@@ -13,7 +13,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from conftest import point_records, sweep_point
+from conftest import REPO, point_records, sweep_point
 
 from moesweep.runner import run_playbook
 
@@ -248,7 +248,8 @@ def test_port_held_by_another_process_is_named(host):
         assert run.rc != 0
         assert "port 8000 is already in use by PID" in out.failed_msg and "http.server" in out.failed_msg
         assert "squatter.service" in out.failed_msg and "sglang_server_flags.port" in out.failed_msg
-        assert "Render the environment file and the systemd unit" in out.failed_task  # sglang_unit's first step
+        # port_owner, right before the unit's call (tasks/port.yml): nothing of the point was written
+        assert "Refuse a server port held by something other than this unit" in out.failed_task
         assert host.sh(h, "md5sum /etc/systemd/system/sglang.service /etc/sglang/sglang.env").stdout == before
         # the check that changes nothing names it too (the role's check entry point, port_owner allowed_unit)
         check = run_playbook("playbooks/check.yml", extravars={"backend": "triton"}, inventory=str(host.inventory))
@@ -257,3 +258,28 @@ def test_port_held_by_another_process_is_named(host):
         assert "port 8000 is already in use by PID" in failed.failed_msg and "squatter.service" in failed.failed_msg
     finally:
         host.sh(h, "systemctl stop squatter.service", timeout=30)
+
+
+def test_the_install_phase_gives_the_service_user_back_what_was_changed_by_hand_and_refuses_a_missing_group(host):
+    """The server role's install entry point (site.yml's, and a sweep's first play's): ansible.builtin.user runs only
+    where one getent says the account differs; a supplementary group the host lacks fails before anything is made."""
+    h = host.names[0]
+    site = str(REPO / "playbooks" / "site.yml")
+    host.sh(h, "getent passwd sglang >/dev/null || useradd --system --gid video --no-create-home sglang; "
+               "gpasswd -d sglang video; usermod --shell /bin/bash sglang", timeout=30)
+    try:
+        fixed = host.playbook(site, "--tags", "sglang_server_install", "--diff")
+        assert fixed.returncode == 0, fixed.stdout[-3000:]
+        assert "video" in host.sh(h, "id -nG sglang").stdout.split()
+        assert host.sh(h, "getent passwd sglang").stdout.strip().endswith(":/var/lib/sglang:/usr/sbin/nologin")
+        again = host.playbook(site, "--tags", "sglang_server_install")
+        assert "changed=0" in again.stdout and "Make the service user (a" in again.stdout
+        assert again.stdout.count("skipping:") >= 2, again.stdout[-3000:]  # neither the group nor the user task ran
+        refused = host.playbook(site, "--tags", "sglang_server_install", "-e",
+                                json.dumps({"sglang_server_user_groups": ["video", "moesweep-no-such-group"]}),
+                                check=False)
+        assert refused.returncode != 0
+        assert "must join the group(s) moesweep-no-such-group, which do not exist on the host" in refused.stdout
+        assert "changed=0" in refused.stdout
+    finally:
+        host.sh(h, "usermod --shell /usr/sbin/nologin sglang; usermod -aG video sglang", timeout=30)
