@@ -359,8 +359,8 @@ def main():
     if ok and p["release_output_dir"]:
         # the benchmark's first request follows at once; the task that follows this one releases it too
         try:
-            released = bench_progress.release_job(p["release_output_dir"], p["release_results_file"], time.time(),
-                                                  key=p["release_job_key"])
+            released = bench_progress.BenchDir(p["release_output_dir"]).open_gate(
+                p["release_results_file"], time.time(), key=p["release_job_key"])
         except (IOError, OSError) as exc:
             module.warn("the check passed, but the benchmark's gate could not be opened here (%s): the next task "
                         "opens it" % exc)
