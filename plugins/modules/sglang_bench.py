@@ -391,6 +391,7 @@ from ansible_collections.moesweep.sweep.plugins.module_utils import (
 )
 from ansible_collections.moesweep.sweep.plugins.module_utils import bench_serving as bs
 from ansible_collections.moesweep.sweep.plugins.module_utils import bench_stats as bst
+from ansible_collections.moesweep.sweep.plugins.module_utils.poll import poll_until
 
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
                # any stray hub call stays on loopback and fails at once
@@ -476,8 +477,7 @@ def sample_after(path, t_after, timeout, fields):
     """Wait until the sampler's CSV holds a sample taken after ``t_after`` (or ``timeout`` seconds passed); it is
     often there at the first look. Reads only the file's tail; a tail without the header or cut mid-line parses to
     no rows, which just waits on."""
-    deadline = time.time() + timeout
-    while True:
+    def sampled():
         try:
             with open(path, "rb") as fh:
                 fh.seek(0, os.SEEK_END)
@@ -486,11 +486,10 @@ def sample_after(path, t_after, timeout, fields):
         except (IOError, OSError):
             tail = ""
         rows = telemetry.parse_samples(tail, fields=fields) if tail else []
-        if any(r.get("t") is not None and r["t"] > t_after for r in rows):
-            return True
-        if time.time() >= deadline:
-            return False
-        time.sleep(0.05)
+        return any(r.get("t") is not None and r["t"] > t_after for r in rows)
+
+    found, _seen, _elapsed = poll_until(sampled, bool, timeout, 0.05)
+    return found
 
 
 def start_sampler(module, p, out_csv):
