@@ -103,7 +103,7 @@ options:
     description: That job's async results file (the C(results_file) its task registered). Requires O(release_output_dir).
     type: path
   release_job_key:
-    description: That job's O(moesweep.sweep.sglang_bench#module:job_key); only the job whose progress carries it is released.
+    description: That job's O(moesweep.sweep.sglang_bench#module:job_key); only the gate of the job whose progress carries it is opened.
     type: str
 attributes:
   check_mode:

@@ -163,7 +163,7 @@ options:
         (M(moesweep.sweep.sglang_bench_wait) O(moesweep.sweep.sglang_bench_wait#module:job_key),
         M(moesweep.sweep.sglang_smoke) O(moesweep.sweep.sglang_smoke#module:release_job_key)) take no other job's
         progress for this one's and open no other job's gate - not even a later job's in the same O(output_dir),
-        which a reader left on the host by a controller that went away would otherwise release early.
+        which a reader left on the host by a controller that went away would otherwise open early.
     type: str
   gate_timeout:
     description:

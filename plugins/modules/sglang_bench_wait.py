@@ -41,7 +41,7 @@ options:
   job_key:
     description:
       - The job's O(moesweep.sweep.sglang_bench#module:job_key). Only a progress document that carries it is the
-        job's (reported, and released with O(go=true)); without it, any document that started after the job's results
+        job's (reported, and its gate opened with O(go=true)); without it, any document that started after the job's results
         file was first written is, a later job's in the same O(output_dir) too.
     type: str
   wait:
@@ -56,9 +56,9 @@ options:
     default: false
   go:
     description:
-      - Release a gated job (O(moesweep.sweep.sglang_bench#module:gated)) - a C(go) file in O(output_dir), written
-        once the job's own progress document is there (the job clears an earlier run's files before it writes that,
-        so the release is never lost to that cleanup). Harmless for a job that is not gated.
+      - Open a gated job's gate (O(moesweep.sweep.sglang_bench#module:gated)) - a C(go) file in O(output_dir),
+        written once the job's own progress document is there (the job clears an earlier run's files before it
+        writes that, so the opening is never lost to that cleanup). Harmless for a job that is not gated.
     type: bool
     default: false
   stop_file:
