@@ -309,4 +309,3 @@ class BenchDir:
                 continue
             last = mtime if last is None else max(last, mtime)
         return last is not None and now - last > float(timeout)
-
