@@ -5,8 +5,9 @@
 and the unit's state, and decide ready / crashed / hang / timeout (after kubernetes.core's waiter:
 pure predicates on a monotonic clock, sources injected so tests drive it with recorded logs).
 
-One wait idiom for the collection: ``Waiter`` for readiness, ``poll_until`` for bounded polls of
-simpler conditions (GPU and port release). Both take the clock and the sleep as arguments. ``judge_run``
+One wait idiom for the collection: ``Waiter`` for readiness, ``poll_until`` (module_utils poll, exported here
+too) for bounded polls of simpler conditions (GPU and port release; the benchmark's lock, gate and progress). Both
+take the clock and the sleep as arguments. ``judge_run``
 is a module's whole wait for one run of the unit (the prober, the journal, the waiter, the verdict's
 message), with its options ``wait_spec``: the one wait of ``sglang_ready`` and ``sglang_restart``.
 
@@ -38,6 +39,7 @@ try:  # Python 3
 except ImportError:  # pragma: no cover - Python 2 is not supported on targets
     raise
 
+from ansible_collections.moesweep.sweep.plugins.module_utils.poll import poll_until  # noqa: F401 - its callers' name
 from ansible_collections.moesweep.sweep.plugins.module_utils.sglang_log import SglangLogClassifier
 from ansible_collections.moesweep.sweep.plugins.module_utils.systemd import Systemctl, unit_gone
 
@@ -394,22 +396,6 @@ class Waiter:
         elif state in ("hang", "timeout"):
             out.update(cause=None, after_ready=False)
         return out
-
-
-def poll_until(observe, done, timeout, interval, clock=time.monotonic, sleep=time.sleep):
-    """Call ``observe()`` until ``done(observation)`` or ``timeout`` seconds passed.
-
-    Returns (ok, last observation, elapsed seconds). At least one observation is always made.
-    """
-    start = clock()
-    while True:
-        seen = observe()
-        elapsed = clock() - start
-        if done(seen):
-            return True, seen, elapsed
-        if elapsed >= timeout:
-            return False, seen, elapsed
-        sleep(min(interval, max(0.0, timeout - elapsed)))
 
 
 def judge_entries(entries, props):

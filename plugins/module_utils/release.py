@@ -17,7 +17,7 @@ import time
 
 from ansible_collections.moesweep.sweep.plugins.module_utils import nvidia_smi as smi
 from ansible_collections.moesweep.sweep.plugins.module_utils import ports
-from ansible_collections.moesweep.sweep.plugins.module_utils.readiness import poll_until
+from ansible_collections.moesweep.sweep.plugins.module_utils.poll import poll_until
 from ansible_collections.moesweep.sweep.plugins.module_utils.systemd import Systemctl, unit_running, unit_stopping
 
 

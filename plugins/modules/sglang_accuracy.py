@@ -103,7 +103,7 @@ options:
     description: That job's async results file (the C(results_file) its task registered). Requires O(release_output_dir).
     type: path
   release_job_key:
-    description: That job's O(moesweep.sweep.sglang_bench#module:job_key); only the job whose progress carries it is released.
+    description: That job's O(moesweep.sweep.sglang_bench#module:job_key); only the gate of the job whose progress carries it is opened.
     type: str
 attributes:
   check_mode:
@@ -270,8 +270,8 @@ def main():
         result.update(extra, state=state, msg=msg, elapsed=round(time.monotonic() - started, 3))
         if state in ("ok", "bad_accuracy") and p["release_output_dir"]:
             try:
-                result["released"] = bench_progress.release_job(p["release_output_dir"], p["release_results_file"],
-                                                                time.time(), key=p["release_job_key"])
+                result["released"] = bench_progress.BenchDir(p["release_output_dir"]).open_gate(
+                    p["release_results_file"], time.time(), key=p["release_job_key"])
             except (IOError, OSError) as exc:
                 module.warn("the benchmark's gate could not be opened here (%s): the next task opens it" % exc)
         if state in ("error", "server_died") or (state == "bad_accuracy" and p["fail_on_bad_accuracy"]):

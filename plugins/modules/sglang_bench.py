@@ -163,7 +163,7 @@ options:
         (M(moesweep.sweep.sglang_bench_wait) O(moesweep.sweep.sglang_bench_wait#module:job_key),
         M(moesweep.sweep.sglang_smoke) O(moesweep.sweep.sglang_smoke#module:release_job_key)) take no other job's
         progress for this one's and open no other job's gate - not even a later job's in the same O(output_dir),
-        which a reader left on the host by a controller that went away would otherwise release early.
+        which a reader left on the host by a controller that went away would otherwise open early.
     type: str
   gate_timeout:
     description:
@@ -391,6 +391,7 @@ from ansible_collections.moesweep.sweep.plugins.module_utils import (
 )
 from ansible_collections.moesweep.sweep.plugins.module_utils import bench_serving as bs
 from ansible_collections.moesweep.sweep.plugins.module_utils import bench_stats as bst
+from ansible_collections.moesweep.sweep.plugins.module_utils.poll import poll_until
 
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
                # any stray hub call stays on loopback and fails at once
@@ -476,8 +477,7 @@ def sample_after(path, t_after, timeout, fields):
     """Wait until the sampler's CSV holds a sample taken after ``t_after`` (or ``timeout`` seconds passed); it is
     often there at the first look. Reads only the file's tail; a tail without the header or cut mid-line parses to
     no rows, which just waits on."""
-    deadline = time.time() + timeout
-    while True:
+    def sampled():
         try:
             with open(path, "rb") as fh:
                 fh.seek(0, os.SEEK_END)
@@ -486,11 +486,10 @@ def sample_after(path, t_after, timeout, fields):
         except (IOError, OSError):
             tail = ""
         rows = telemetry.parse_samples(tail, fields=fields) if tail else []
-        if any(r.get("t") is not None and r["t"] > t_after for r in rows):
-            return True
-        if time.time() >= deadline:
-            return False
-        time.sleep(0.05)
+        return any(r.get("t") is not None and r["t"] > t_after for r in rows)
+
+    found, _seen, _elapsed = poll_until(sampled, bool, timeout, 0.05)
+    return found
 
 
 def start_sampler(module, p, out_csv):
@@ -650,7 +649,7 @@ def run_levels(module, p, plan_levels, env, driver=None, on_level=None, on_round
     the other nodes of a multi-node server: one that is lost stops the driver at once, the level that ran failed
     with that said and the levels left not run (rank 0 would only wait in its next collective)."""
     on_level = on_level or (lambda concurrency, event: None)
-    stop_path = os.path.join(p["output_dir"], bench_progress.STOP_FILE)
+    bench_dir = bench_progress.BenchDir(p["output_dir"])
     outcomes = {}
     pending = list(plan_levels)
     while pending:
@@ -697,7 +696,7 @@ def run_levels(module, p, plan_levels, env, driver=None, on_level=None, on_round
                         pending = [lv for lv in pending if lv["concurrency"] != event["concurrency"]]
                         current = None
                         on_level(event["concurrency"], event)
-                        if pending and os.path.exists(stop_path):
+                        if pending and bench_dir.stop_asked():
                             proc.kill()
                             proc.wait()
                             for lv in pending:
@@ -709,7 +708,7 @@ def run_levels(module, p, plan_levels, env, driver=None, on_level=None, on_round
                         done = True
             if done:
                 break  # every level ran: the caller takes the sampler's last sample, then stops the driver
-            if bench_progress.controller_gone(p["output_dir"], p.get("controller_timeout"), time.time()):
+            if bench_dir.controller_gone(p.get("controller_timeout"), time.time()):
                 # nobody follows the job any more (a double Ctrl-C, an API cancel, a killed controller): it stops
                 # rather than load the server unseen; the levels that ended keep their summaries (level_at_end)
                 proc.kill()
@@ -872,23 +871,18 @@ def main():
     except OSError as exc:
         fail("sglang_bench: cannot create output_dir %s: %s" % (p["output_dir"], exc))
     # ---- one benchmark in this directory: one that an interrupted controller left running is stopped first
+    bench_dir = bench_progress.BenchDir(p["output_dir"])
     try:
-        lock_path = os.path.join(p["output_dir"], bench_progress.LOCK_FILE)
-        _lock, stopped = bench_progress.hold(lock_path, stop_process_tree, time.sleep)
+        _lock, stopped = bench_dir.hold(stop_process_tree)
     except (RuntimeError, IOError, OSError) as exc:
         fail("sglang_bench: %s: stop it, or choose another output_dir" % exc)
     reused = {} if p["rerun"] else passed_levels(p["output_dir"], levels)
-    progress_path = os.path.join(p["output_dir"], bench_progress.PROGRESS_FILE)
-    for name in (bench_progress.STOP_FILE, bench_progress.GO_FILE, bench_progress.HEARTBEAT_FILE):
-        try:
-            os.unlink(os.path.join(p["output_dir"], name))  # a request to an earlier run (before its progress below)
-        except OSError:
-            pass
+    bench_dir.clear_requests()  # an earlier run's, removed before this run's first progress document below
     progress = [bench_progress.new(levels, reused, os.getpid(), time.time(), key=p["job_key"])]
 
     def publish():
         try:
-            bench_progress.write(progress_path, progress[0])
+            bench_dir.write_progress(progress[0])
         except (IOError, OSError):
             pass  # progress is for watchers; the result is the truth
 
@@ -898,9 +892,9 @@ def main():
             publish()
 
     try:
-        bench_progress.write(progress_path, progress[0])
+        bench_dir.write_progress(progress[0])
     except (IOError, OSError) as exc:
-        fail("sglang_bench: cannot write %s: %s" % (progress_path, exc))
+        fail("sglang_bench: cannot write %s: %s" % (bench_dir.progress_path, exc))
     env = dict(os.environ, **OFFLINE_ENV)
     if p["api_key"]:
         env["OPENAI_API_KEY"] = p["api_key"]
@@ -1000,7 +994,7 @@ def main():
         gate = "go"
         if todo and p["gated"]:
             gate_started = time.monotonic()
-            gate = bench_progress.wait_gate(p["output_dir"], p["gate_timeout"], time.monotonic, time.sleep)
+            gate = bench_dir.wait_gate(p["gate_timeout"])
             gated_s = time.monotonic() - gate_started
             t_begin = time.time()
             if gate == "go":
@@ -1147,7 +1141,7 @@ def main():
                            "probe": sampler_info},
                   model=model, overhead_s_per_level=overhead, crash=crash, elapsed=round(wall, 3),
                   gated_s=round(gated_s, 3), msg=msg,
-                  stopped_run=stopped, progress_file=progress_path)
+                  stopped_run=stopped, progress_file=bench_dir.progress_path)
     if state == "stopped":
         result["moesweep_stop"] = True  # the sweep records the point as interrupted
     if state != "ok":

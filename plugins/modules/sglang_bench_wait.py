@@ -41,7 +41,7 @@ options:
   job_key:
     description:
       - The job's O(moesweep.sweep.sglang_bench#module:job_key). Only a progress document that carries it is the
-        job's (reported, and released with O(go=true)); without it, any document that started after the job's results
+        job's (reported, and its gate opened with O(go=true)); without it, any document that started after the job's results
         file was first written is, a later job's in the same O(output_dir) too.
     type: str
   wait:
@@ -56,9 +56,9 @@ options:
     default: false
   go:
     description:
-      - Release a gated job (O(moesweep.sweep.sglang_bench#module:gated)) - a C(go) file in O(output_dir), written
-        once the job's own progress document is there (the job clears an earlier run's files before it writes that,
-        so the release is never lost to that cleanup). Harmless for a job that is not gated.
+      - Open a gated job's gate (O(moesweep.sweep.sglang_bench#module:gated)) - a C(go) file in O(output_dir),
+        written once the job's own progress document is there (the job clears an earlier run's files before it
+        writes that, so the opening is never lost to that cleanup). Harmless for a job that is not gated.
     type: bool
     default: false
   stop_file:
@@ -136,6 +136,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.moesweep.sweep.plugins.module_utils import bench_progress
 from ansible_collections.moesweep.sweep.plugins.module_utils.async_job import alive, job_result, read_text
+from ansible_collections.moesweep.sweep.plugins.module_utils.poll import poll_until
 
 POLL_S = 0.05
 # A benchmark process that is gone and wrote no result: the wrapper writes one within moments of its exit.
@@ -169,63 +170,68 @@ def main():
     except OSError:
         fail("no async job results file %s: pass the results_file the async sglang_bench task registered"
              % p["results_file"])
-    progress_path = os.path.join(p["output_dir"], bench_progress.PROGRESS_FILE)
-    seen_path = progress_path + bench_progress.SEEN_SUFFIX
-    seen = (read_text(seen_path) or "").strip() or None
+    bench_dir = bench_progress.BenchDir(p["output_dir"])
+    seen = bench_dir.read_seen()
     asked = bool(p["stop"]) and not module.check_mode
     if asked and job_result(read_text(p["results_file"])) is None:
         try:
-            with open(os.path.join(p["output_dir"], bench_progress.STOP_FILE), "w") as fh:
-                fh.write("asked at %.3f\n" % time.time())
+            bench_dir.ask_stop(time.time())
         except (IOError, OSError) as exc:
             fail("cannot ask the benchmark to stop (%s)" % exc, finished=False)
     if not module.check_mode:
         try:
-            bench_progress.beat(p["output_dir"], time.time())  # the job stops itself when these stop coming
+            bench_dir.beat(time.time())  # the job stops itself when these stop coming
         except (IOError, OSError):
             pass
-    deadline = time.monotonic() + (0 if module.check_mode else p["wait"])
-    gone_since = None
-    doc = None
-    while True:
+    found = {"doc": None, "gone_since": None}
+
+    def look():
+        """One look at the job: ``("finished", its result)``, ``("news", None)`` (a version not returned yet),
+        ``("gone", None)`` (its process ended without a result), or None (nothing to return yet)."""
         final = job_result(read_text(p["results_file"]))
-        mine = bench_progress.parse(read_text(progress_path))
+        mine = bench_dir.read_progress()
         if bench_progress.of_job(mine, job_started, p["job_key"]):
-            doc = mine
+            found["doc"] = mine
             if p["go"] and not module.check_mode and not asked:
                 try:
-                    bench_progress.release(p["output_dir"], time.time())
+                    bench_dir.open_gate(p["results_file"], time.time(), key=p["job_key"])
                 except (IOError, OSError) as exc:
-                    fail("cannot release the benchmark (%s)" % exc, finished=False, progress=doc)
+                    fail("cannot open the benchmark's gate (%s)" % exc, finished=False, progress=mine)
+        doc = found["doc"]
         if final is not None:
-            if not module.check_mode:
-                try:
-                    os.unlink(p["results_file"])
-                except OSError:
-                    pass
-            final.pop("invocation", None)
-            out = dict(final, finished=True, progress=doc, stop_requested=asked)
-            if final.get("failed"):
-                out.pop("failed", None)
-                out["msg"] = final.get("msg") or "the benchmark job failed"
-                module.fail_json(**out)
-            module.exit_json(**out)
+            return "finished", final
         if doc is not None and bench_progress.newer(doc, seen):
-            if not module.check_mode:
-                try:
-                    with open(seen_path, "w") as fh:
-                        fh.write(bench_progress.seen_token(doc))
-                except (IOError, OSError):
-                    pass  # then the next call returns the same version again: nothing is lost
-            break
+            return "news", None
         if doc is not None and not alive(doc.get("pid")):
-            gone_since = gone_since or time.monotonic()
-            if time.monotonic() - gone_since > GONE_GRACE_S:
-                fail("the benchmark (pid %s) is gone and its job wrote no result (the host rebooted or the process "
-                     "was killed)" % doc.get("pid"), progress=doc, stop_requested=asked)
-        if time.monotonic() >= deadline:
-            break
-        time.sleep(POLL_S)
+            found["gone_since"] = found["gone_since"] or time.monotonic()
+            if time.monotonic() - found["gone_since"] > GONE_GRACE_S:
+                return "gone", None
+        return None
+
+    _told, said, _elapsed = poll_until(look, lambda s: s is not None, 0 if module.check_mode else p["wait"], POLL_S)
+    doc = found["doc"]
+    kind, final = said or (None, None)
+    if kind == "finished":
+        if not module.check_mode:
+            try:
+                os.unlink(p["results_file"])
+            except OSError:
+                pass
+        final.pop("invocation", None)
+        out = dict(final, finished=True, progress=doc, stop_requested=asked)
+        if final.get("failed"):
+            out.pop("failed", None)
+            out["msg"] = final.get("msg") or "the benchmark job failed"
+            module.fail_json(**out)
+        module.exit_json(**out)
+    if kind == "gone":
+        fail("the benchmark (pid %s) is gone and its job wrote no result (the host rebooted or the process "
+             "was killed)" % doc.get("pid"), progress=doc, stop_requested=asked)
+    if kind == "news" and not module.check_mode:
+        try:
+            bench_dir.write_seen(doc)
+        except (IOError, OSError):
+            pass  # then the next call returns the same version again: nothing is lost
     module.exit_json(changed=False, finished=False, progress=doc, stop_requested=asked)
 
 

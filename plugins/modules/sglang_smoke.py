@@ -93,7 +93,7 @@ options:
       - The output directory of a gated benchmark job (M(moesweep.sweep.sglang_bench) with
         O(moesweep.sweep.sglang_bench#module:gated=true)) that waits for this check. When the check passes, its gate
         is opened here on the host, the moment the answers are judged, instead of by the next task (which still
-        releases it, harmlessly). Nothing is released when the check fails.
+        opens it, harmlessly). The gate stays shut when the check fails.
       - Requires O(release_results_file).
     type: path
   release_results_file:
@@ -104,8 +104,8 @@ options:
     type: path
   release_job_key:
     description:
-      - That job's O(moesweep.sweep.sglang_bench#module:job_key). Only the job whose progress carries it is
-        released (never a later job in the same directory).
+      - That job's O(moesweep.sweep.sglang_bench#module:job_key). Only the gate of the job whose progress carries
+        it is opened (never a later job's in the same directory).
     type: str
 attributes:
   check_mode:
@@ -357,10 +357,10 @@ def main():
     elapsed = round(time.monotonic() - started, 3)
     released = False
     if ok and p["release_output_dir"]:
-        # the benchmark's first request follows at once; the task that follows this one releases it too
+        # the benchmark's first request follows at once; the task that follows this one opens the gate too
         try:
-            released = bench_progress.release_job(p["release_output_dir"], p["release_results_file"], time.time(),
-                                                  key=p["release_job_key"])
+            released = bench_progress.BenchDir(p["release_output_dir"]).open_gate(
+                p["release_results_file"], time.time(), key=p["release_job_key"])
         except (IOError, OSError) as exc:
             module.warn("the check passed, but the benchmark's gate could not be opened here (%s): the next task "
                         "opens it" % exc)

@@ -8,7 +8,6 @@ import pytest
 from ansible_collections.moesweep.sweep.plugins.module_utils.readiness import (
     Waiter,
     compress,
-    poll_until,
 )
 from helpers.paths import FIXTURES as FIXTURES_ROOT
 
@@ -216,18 +215,3 @@ def test_ready_history_needs_a_health_answer():
     w = Waiter(HistoryJournal(clock, [(line, None) for line in lines]), lambda: next(codes, None),
                lambda: {"ActiveState": "active"}, clock=clock, confirm_with_health=True)
     assert w.run()[0] == "ready"
-
-
-def test_poll_until_bounded_and_one_observation_at_least():
-    clock = Clock()
-    seen = []
-
-    def sleep(s):
-        clock.now += s
-
-    ok, last, elapsed = poll_until(lambda: seen.append(1) or len(seen), lambda n: n >= 3, 10, 0.5, clock, sleep)
-    assert ok and last == 3 and elapsed == 1.0
-    ok, last, elapsed = poll_until(lambda: 0, lambda n: n > 0, 2.0, 0.5, clock, sleep)
-    assert not ok and elapsed == 2.0
-    ok, last, elapsed = poll_until(lambda: 5, lambda n: n > 0, 0.0, 0.5, clock, sleep)
-    assert ok and elapsed == 0.0

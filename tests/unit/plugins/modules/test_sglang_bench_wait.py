@@ -29,7 +29,7 @@ def job(tmp_path, run_module):
                                                    "wait": 0.3}, **args))
 
     def progress(doc):
-        bp.write(str(out / bp.PROGRESS_FILE), doc)
+        bp.BenchDir(str(out)).write_progress(doc)
 
     def finish(result):
         results.write_text(json.dumps(result))
@@ -59,7 +59,7 @@ def test_progress_an_earlier_run_left_is_not_reported(job):
     assert kind == "exit" and r["progress"] is None and r["finished"] is False
 
 
-def test_a_later_jobs_progress_is_neither_reported_nor_released(job):
+def test_a_later_jobs_progress_is_neither_reported_nor_its_gate_opened(job):
     """A wait whose controller was killed keeps polling on the host for its last seconds; the next run's job in the
     same directory (another key) is not its job: its progress is not reported and its gate is not opened."""
     job.progress(bp.new([(1, 4)], {}, pid=os.getpid(), started=job.started + 30, key="next-run"))
@@ -118,7 +118,7 @@ def test_a_stop_for_a_finished_job_asks_nothing(job):
     assert kind == "exit" and r["finished"] and not (job.out / bp.STOP_FILE).exists()
 
 
-def test_go_releases_a_gated_job_only_once_its_own_progress_is_there(job):
+def test_go_opens_a_gated_jobs_gate_only_once_its_own_progress_is_there(job):
     job(go=True)  # no progress yet: the job may still be clearing an earlier run's files
     assert not (job.out / bp.GO_FILE).exists()
     job.progress(bp.new([(1, 4)], {}, pid=os.getpid(), started=job.started - 3600))  # an earlier run's

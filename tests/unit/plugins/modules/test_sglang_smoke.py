@@ -86,8 +86,8 @@ def _gated_job(tmp_path):
     results.write_text('{"started": 1}')
     out = tmp_path / "bench"
     out.mkdir()
-    bench_progress.write(str(out / bench_progress.PROGRESS_FILE),
-                         bench_progress.new([(1, 4)], {}, pid=1, started=results.stat().st_mtime))
+    bench_dir = bench_progress.BenchDir(str(out))
+    bench_dir.write_progress(bench_progress.new([(1, 4)], {}, pid=1, started=results.stat().st_mtime))
     return out, results, out / bench_progress.GO_FILE
 
 
@@ -105,14 +105,14 @@ def test_a_check_that_fails_leaves_the_gate_shut(smoke, tmp_path):
     assert kind == "fail" and r["state"] == "bad_output" and r["released"] is False and not go.exists()
 
 
-def test_a_job_of_another_key_is_not_released(smoke, tmp_path):
+def test_the_gate_of_a_job_of_another_key_stays_shut(smoke, tmp_path):
     out, results, go = _gated_job(tmp_path)  # its progress carries no key: not the job the key names
     kind, r = smoke("Paris is the capital of France and its largest city".split(),
                     release_output_dir=str(out), release_results_file=str(results), release_job_key="k1")
     assert kind == "exit" and r["state"] == "ok" and r["released"] is False and not go.exists()
 
 
-def test_without_a_job_nothing_is_released(smoke):
+def test_without_a_job_no_gate_is_opened(smoke):
     kind, r = smoke("Paris is the capital of France and its largest city".split())
     assert kind == "exit" and r["released"] is False
 
