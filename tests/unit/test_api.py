@@ -107,21 +107,20 @@ def test_phases_come_from_the_module_a_task_runs_never_from_its_name():
 
     state = {"h1": "triton"}
     tasks = yaml.safe_load((REPO / "roles/sglang_server/tasks/run.yml").read_text())
-    includes = [t for t in tasks if t.get("ansible.builtin.include_tasks") in ("ready.yml", "restart.yml")]
-    assert [t["ansible.builtin.include_tasks"] for t in includes] == ["ready.yml", "restart.yml"]  # judge, restart
-    for task in includes:
-        # each starts (and is skipped) at every point that takes the other: it tells no phase
-        assert api.events_from_runner(_task("runner_on_start", "ansible.builtin.include_tasks", name=task["name"]),
-                                      state) == []
-    (ready,) = yaml.safe_load((REPO / "roles/sglang_server/tasks/ready.yml").read_text())
-    assert "moesweep.sweep.sglang_ready" in ready
+    # the point's restart is the restart entry point, imported (no include task that starts at every point)
+    assert [t.get("ansible.builtin.import_tasks") for t in tasks if "ansible.builtin.import_tasks" in t] == [
+        "restart.yml"]
+    assert not [t for t in tasks if "ansible.builtin.include_tasks" in t]
+    (block,) = yaml.safe_load((REPO / "roles/sglang_server/tasks/restart.yml").read_text())
+    calls = [t for t in block["block"] if api.READY in t or api.RESTART in t]
+    ready, restart = calls  # judge, restart
+    assert api.READY in ready
     # the judge: the same phase whatever its task is named
     for name in (ready["name"], "Judge the running server", "anything"):
         (ev,) = api.events_from_runner(_task("runner_on_start", api.READY, name=name), {"h1": "triton"})
         assert (ev.kind, ev.phase, ev.detail) == ("phase", "readiness", {"task": name, "action": api.READY})
     # the restart: one call that stops, waits for the release, starts and waits for that run - both phases at its
     # start, in order, whatever its task is named; its result tells nothing more
-    (restart,) = yaml.safe_load((REPO / "roles/sglang_server/tasks/restart.yml").read_text())
     assert api.RESTART in restart
     for name in (restart["name"], "anything"):
         told = api.events_from_runner(_task("runner_on_start", api.RESTART, name=name), {"h1": "triton"})
