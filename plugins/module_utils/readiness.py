@@ -41,7 +41,7 @@ except ImportError:  # pragma: no cover - Python 2 is not supported on targets
 
 from ansible_collections.moesweep.sweep.plugins.module_utils.poll import poll_until  # noqa: F401 - its callers' name
 from ansible_collections.moesweep.sweep.plugins.module_utils.sglang_log import SglangLogClassifier
-from ansible_collections.moesweep.sweep.plugins.module_utils.systemd import Systemctl, unit_gone
+from ansible_collections.moesweep.sweep.plugins.module_utils.systemd import Systemctl, unit_gone, unit_running
 
 # The unit's properties the judge reads (module_utils/systemd.py reads them).
 SHOW_PROPS = ("ActiveState", "SubState", "ExecMainCode", "ExecMainStatus", "NRestarts", "MainPID",
@@ -462,8 +462,8 @@ def no_verdict(node_rank):
     """The result of a wait that did not happen (bad input, check mode, a failure before it): every key a wait
     returns, none of them a verdict."""
     return dict(state=None, cause=None, phase=None, after_ready=False, decisive_line=None, traceback=None,
-                timeline={}, elapsed=0.0, health_sequence=[], unit_state={}, lines_read=0, invocation_id=None,
-                node_rank=node_rank)
+                timeline={}, elapsed=0.0, health_sequence=[], unit_state={}, running=False, lines_read=0,
+                invocation_id=None, node_rank=node_rank)
 
 
 def bad_wait_input(p):
@@ -535,5 +535,6 @@ def judge_run(run_command, journalctl, unit, props, unit_state, p, fresh, since)
             prober.stop()
             journal.close()
         result.update(waited=True, invocation_id=invocation, node_rank=p["node_rank"])
+    result["running"] = unit_running(result.get("unit_state") or {})
     result["msg"] = summary(unit, result["state"], result, p["stall_timeout"], p["timeout"], p["node_rank"])
     return result

@@ -152,6 +152,12 @@ health_sequence:
   type: list
   elements: dict
   sample: [{"code": "refused", "count": 600}, {"code": 503, "count": 12}, {"code": 200, "count": 1}]
+running:
+  description: The unit's process is up or coming up at the verdict (C(ActiveState) active, activating or reloading, from
+    RV(unit_state)); a server that runs but does not serve is running.
+  returned: always
+  type: bool
+  sample: false
 unit_state:
   description: Last C(systemctl show) properties of the unit.
   returned: always

@@ -114,6 +114,12 @@ def test_phases_come_from_the_module_a_task_runs_never_from_its_name():
     (block,) = yaml.safe_load((REPO / "roles/sglang_server/tasks/restart.yml").read_text())
     calls = [t for t in block["block"] if api.READY in t or api.RESTART in t]
     ready, restart = calls  # judge, restart
+    # an include (the node group's choreography) starts, and is skipped, at every point: it tells no phase
+    includes = [t for t in block["block"] if "ansible.builtin.include_tasks" in t]
+    assert [t["ansible.builtin.include_tasks"] for t in includes] == ["nodes.yml"]
+    for task in includes:
+        assert api.events_from_runner(_task("runner_on_start", "ansible.builtin.include_tasks", name=task["name"]),
+                                      state) == []
     assert api.READY in ready
     # the judge: the same phase whatever its task is named
     for name in (ready["name"], "Judge the running server", "anything"):
