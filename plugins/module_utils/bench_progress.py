@@ -270,7 +270,7 @@ class BenchDir:
             return False
         if not self.gate_open():
             with open(self.go_path, "w") as fh:
-                fh.write("released at %.3f\n" % now)
+                fh.write("gate opened at %.3f\n" % now)
         return True
 
     def gate(self):

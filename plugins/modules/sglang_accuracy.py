@@ -92,17 +92,17 @@ options:
     description: Fail the task on RV(state=bad_accuracy) too.
     type: bool
     default: false
-  release_output_dir:
+  gate_output_dir:
     description:
       - The output directory of a gated benchmark job (M(moesweep.sweep.sglang_bench) with
         O(moesweep.sweep.sglang_bench#module:gated=true)) that waits for this stage. Its gate is opened here when
         the stage ends with a verdict (RV(state=ok) or RV(state=bad_accuracy)), so the benchmark never overlaps the
-        evaluator's requests. Requires O(release_results_file).
+        evaluator's requests. Requires O(gate_results_file).
     type: path
-  release_results_file:
-    description: That job's async results file (the C(results_file) its task registered). Requires O(release_output_dir).
+  gate_results_file:
+    description: That job's async results file (the C(results_file) its task registered). Requires O(gate_output_dir).
     type: path
-  release_job_key:
+  gate_job_key:
     description: That job's O(moesweep.sweep.sglang_bench#module:job_key); only the gate of the job whose progress carries it is opened.
     type: str
 attributes:
@@ -189,8 +189,8 @@ crash:
   description: For RV(state=server_died) - the classifier's verdict on the unit's current run.
   returned: always
   type: dict
-released:
-  description: Whether the gate of the job in O(release_output_dir) was opened here.
+gate_opened:
+  description: Whether the gate of the job in O(gate_output_dir) was opened here.
   returned: always
   type: bool
 elapsed:
@@ -253,25 +253,25 @@ def main():
             output_dir=dict(type="path", required=True),
             unit=dict(type="str", default="sglang.service"),
             fail_on_bad_accuracy=dict(type="bool", default=False),
-            release_output_dir=dict(type="path"),
-            release_results_file=dict(type="path"),
-            release_job_key=dict(type="str", no_log=False),
+            gate_output_dir=dict(type="path"),
+            gate_results_file=dict(type="path"),
+            gate_job_key=dict(type="str", no_log=False),
         ),
-        required_together=[("release_output_dir", "release_results_file")],
+        required_together=[("gate_output_dir", "gate_results_file")],
         supports_check_mode=False,
     )
     p = module.params
     started = time.monotonic()
     result = dict(state="error", accuracy=None, invalid=None, latency_s=None, output_throughput=None,
                   num_questions=p["num_questions"], correct=None, threshold=p["threshold"], reason="",
-                  wrong_examples=[], command="", crash={}, released=False, elapsed=0.0)
+                  wrong_examples=[], command="", crash={}, gate_opened=False, elapsed=0.0)
 
     def finish(state, msg, **extra):
         result.update(extra, state=state, msg=msg, elapsed=round(time.monotonic() - started, 3))
-        if state in ("ok", "bad_accuracy") and p["release_output_dir"]:
+        if state in ("ok", "bad_accuracy") and p["gate_output_dir"]:
             try:
-                result["released"] = bench_progress.BenchDir(p["release_output_dir"]).open_gate(
-                    p["release_results_file"], time.time(), key=p["release_job_key"])
+                result["gate_opened"] = bench_progress.BenchDir(p["gate_output_dir"]).open_gate(
+                    p["gate_results_file"], time.time(), key=p["gate_job_key"])
             except (IOError, OSError) as exc:
                 module.warn("the benchmark's gate could not be opened here (%s): the next task opens it" % exc)
         if state in ("error", "server_died") or (state == "bad_accuracy" and p["fail_on_bad_accuracy"]):

@@ -144,7 +144,7 @@ options:
     description:
       - Prepare everything that needs no server (the client's imports, the sampler's probe and first sample), then
         wait for a C(go) file in O(output_dir) before the first request. M(moesweep.sweep.sglang_smoke) writes it the
-        moment its check passes (O(moesweep.sweep.sglang_smoke#module:release_output_dir)), and
+        moment its check passes (O(moesweep.sweep.sglang_smoke#module:gate_output_dir)), and
         M(moesweep.sweep.sglang_bench_wait) with O(moesweep.sweep.sglang_bench_wait#module:go=true) once it sees this
         job's progress. A C(stop) file
         instead, or O(gate_timeout) seconds without either, ends the job without a request.
@@ -161,7 +161,7 @@ options:
       - A name for this one start of the job, chosen by the caller and unique to it (the sglang_bench role gives
         each start a fresh one). It goes into the progress document, and the readers given the same key
         (M(moesweep.sweep.sglang_bench_wait) O(moesweep.sweep.sglang_bench_wait#module:job_key),
-        M(moesweep.sweep.sglang_smoke) O(moesweep.sweep.sglang_smoke#module:release_job_key)) take no other job's
+        M(moesweep.sweep.sglang_smoke) O(moesweep.sweep.sglang_smoke#module:gate_job_key)) take no other job's
         progress for this one's and open no other job's gate - not even a later job's in the same O(output_dir),
         which a reader left on the host by a controller that went away would otherwise open early.
     type: str
@@ -1012,7 +1012,7 @@ def main():
                                            peers=watch) if todo else ({}, None)
         else:
             error = (STOPPED_BEFORE_ERROR if gate == "stop" else
-                     "not run: nothing released the benchmark within gate_timeout (%.0f s): the smoke check did not "
+                     "not run: nothing opened the benchmark's gate within gate_timeout (%.0f s): the smoke check did not "
                      "pass, or the controller went away" % p["gate_timeout"])
             outcomes = dict((lv["concurrency"], {"rc": None, "t_start": None, "t_end": None, "not_run": True,
                                                  "stopped": gate == "stop", "error": error}) for lv in todo)

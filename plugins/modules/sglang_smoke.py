@@ -88,21 +88,21 @@ options:
     description: Fail the task unless RV(state=ok).
     type: bool
     default: true
-  release_output_dir:
+  gate_output_dir:
     description:
       - The output directory of a gated benchmark job (M(moesweep.sweep.sglang_bench) with
         O(moesweep.sweep.sglang_bench#module:gated=true)) that waits for this check. When the check passes, its gate
         is opened here on the host, the moment the answers are judged, instead of by the next task (which still
         opens it, harmlessly). The gate stays shut when the check fails.
-      - Requires O(release_results_file).
+      - Requires O(gate_results_file).
     type: path
-  release_results_file:
+  gate_results_file:
     description:
       - That job's async results file (the C(results_file) its task registered), so that progress left in
-        O(release_output_dir) by an earlier run never counts as the job's.
-      - Requires O(release_output_dir).
+        O(gate_output_dir) by an earlier run never counts as the job's.
+      - Requires O(gate_output_dir).
     type: path
-  release_job_key:
+  gate_job_key:
     description:
       - That job's O(moesweep.sweep.sglang_bench#module:job_key). Only the gate of the job whose progress carries
         it is opened (never a later job's in the same directory).
@@ -141,8 +141,8 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-released:
-  description: Whether the check passed and opened the gate of the job in O(release_output_dir).
+gate_opened:
+  description: Whether the check passed and opened the gate of the job in O(gate_output_dir).
   returned: always
   type: bool
   sample: true
@@ -254,16 +254,16 @@ def main():
             min_agreement=dict(type="float"),
             unit=dict(type="str", default="sglang.service"),
             fail_on_error=dict(type="bool", default=True),
-            release_output_dir=dict(type="path"),
-            release_results_file=dict(type="path"),
-            release_job_key=dict(type="str", no_log=False),
+            gate_output_dir=dict(type="path"),
+            gate_results_file=dict(type="path"),
+            gate_job_key=dict(type="str", no_log=False),
         ),
-        required_together=[("release_output_dir", "release_results_file")],
+        required_together=[("gate_output_dir", "gate_results_file")],
         supports_check_mode=False,
     )
     p = module.params
     empty = dict(state="error", answers=[], reasons=[], agreement=[], model=None, crash={}, elapsed=0.0,
-                 released=False)
+                 gate_opened=False)
     if p["max_new_tokens"] <= 0 or p["request_timeout"] <= 0:
         module.fail_json(msg="max_new_tokens and request_timeout must be greater than 0", **empty)
     if not p["prompts"] and "generate" in p["endpoints"]:
@@ -344,7 +344,7 @@ def main():
         msg = "the server stopped answering during the smoke check (%s)%s" % (
             exc, ": %s" % line if line else "")
         result = dict(state="server_died", answers=answers, reasons=[str(exc)], agreement=[], model=model,
-                      crash=crash, released=False, elapsed=round(time.monotonic() - started, 3), msg=msg)
+                      crash=crash, gate_opened=False, elapsed=round(time.monotonic() - started, 3), msg=msg)
         if p["fail_on_error"]:
             module.fail_json(**result)
         module.exit_json(changed=False, **result)
@@ -355,18 +355,18 @@ def main():
     state = "ok" if ok else "bad_output"
     msg = ("output looks right: %d answers" % len(answers)) if ok else ("bad output: %s" % reasons[0])
     elapsed = round(time.monotonic() - started, 3)
-    released = False
-    if ok and p["release_output_dir"]:
+    gate_opened = False
+    if ok and p["gate_output_dir"]:
         # the benchmark's first request follows at once; the task that follows this one opens the gate too
         try:
-            released = bench_progress.BenchDir(p["release_output_dir"]).open_gate(
-                p["release_results_file"], time.time(), key=p["release_job_key"])
+            gate_opened = bench_progress.BenchDir(p["gate_output_dir"]).open_gate(
+                p["gate_results_file"], time.time(), key=p["gate_job_key"])
         except (IOError, OSError) as exc:
             module.warn("the check passed, but the benchmark's gate could not be opened here (%s): the next task "
                         "opens it" % exc)
-        msg += "; the benchmark released" if released else ""
+        msg += "; the benchmark's gate opened" if gate_opened else ""
     result = dict(state=state, answers=answers, reasons=reasons, agreement=agreements, model=model, crash={},
-                  elapsed=elapsed, msg=msg, released=released)
+                  elapsed=elapsed, msg=msg, gate_opened=gate_opened)
     if not ok and p["fail_on_error"]:
         module.fail_json(**result)
     module.exit_json(changed=False, **result)

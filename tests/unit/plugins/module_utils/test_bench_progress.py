@@ -177,9 +177,9 @@ def test_a_jobs_gate_opens_only_once_its_own_progress_is_there(tmp_path):
     # this job's own document: opened, once
     d.write_progress(bp.new([(1, 4)], {}, pid=2, started=200.02))
     assert d.open_gate(str(results), 300.0) is True
-    assert (tmp_path / bp.GO_FILE).read_text() == "released at 300.000\n"
+    assert (tmp_path / bp.GO_FILE).read_text() == "gate opened at 300.000\n"
     assert d.open_gate(str(results), 301.0) is True
-    assert (tmp_path / bp.GO_FILE).read_text() == "released at 300.000\n"
+    assert (tmp_path / bp.GO_FILE).read_text() == "gate opened at 300.000\n"
     assert d.wait_gate(5, time.monotonic, lambda s: None) == "go"
     # with the job's key, a later job's document in the same directory is not the job's: its gate stays shut
     (tmp_path / bp.GO_FILE).unlink()

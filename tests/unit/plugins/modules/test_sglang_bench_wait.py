@@ -126,7 +126,7 @@ def test_go_opens_a_gated_jobs_gate_only_once_its_own_progress_is_there(job):
     assert not (job.out / bp.GO_FILE).exists()
     job.progress(bp.new([(1, 4)], {}, pid=os.getpid(), started=job.started + 1))
     kind, r = job(go=True)
-    assert kind == "exit" and (job.out / bp.GO_FILE).read_text().startswith("released at ")
+    assert kind == "exit" and (job.out / bp.GO_FILE).read_text().startswith("gate opened at ")
 
 
 def test_a_stop_wins_over_go(job):

@@ -94,27 +94,27 @@ def _gated_job(tmp_path):
 def test_a_check_that_passes_opens_the_gated_benchmark_at_once(smoke, tmp_path):
     out, results, go = _gated_job(tmp_path)
     kind, r = smoke("Paris is the capital of France and its largest city".split(),
-                    release_output_dir=str(out), release_results_file=str(results))
-    assert kind == "exit" and r["state"] == "ok" and r["released"] is True and go.exists()
-    assert r["msg"].endswith("; the benchmark released")
+                    gate_output_dir=str(out), gate_results_file=str(results))
+    assert kind == "exit" and r["state"] == "ok" and r["gate_opened"] is True and go.exists()
+    assert r["msg"].endswith("; the benchmark's gate opened")
 
 
 def test_a_check_that_fails_leaves_the_gate_shut(smoke, tmp_path):
     out, results, go = _gated_job(tmp_path)
-    kind, r = smoke(["!!!!!!!!"] * 8, release_output_dir=str(out), release_results_file=str(results))
-    assert kind == "fail" and r["state"] == "bad_output" and r["released"] is False and not go.exists()
+    kind, r = smoke(["!!!!!!!!"] * 8, gate_output_dir=str(out), gate_results_file=str(results))
+    assert kind == "fail" and r["state"] == "bad_output" and r["gate_opened"] is False and not go.exists()
 
 
 def test_the_gate_of_a_job_of_another_key_stays_shut(smoke, tmp_path):
     out, results, go = _gated_job(tmp_path)  # its progress carries no key: not the job the key names
     kind, r = smoke("Paris is the capital of France and its largest city".split(),
-                    release_output_dir=str(out), release_results_file=str(results), release_job_key="k1")
-    assert kind == "exit" and r["state"] == "ok" and r["released"] is False and not go.exists()
+                    gate_output_dir=str(out), gate_results_file=str(results), gate_job_key="k1")
+    assert kind == "exit" and r["state"] == "ok" and r["gate_opened"] is False and not go.exists()
 
 
 def test_without_a_job_no_gate_is_opened(smoke):
     kind, r = smoke("Paris is the capital of France and its largest city".split())
-    assert kind == "exit" and r["released"] is False
+    assert kind == "exit" and r["gate_opened"] is False
 
 
 def test_reference_agreement_is_reported(smoke):
@@ -174,5 +174,5 @@ def test_a_server_that_dies_in_the_middle_of_an_answer_is_a_dead_server_not_a_tr
 def test_bad_arguments(run_module):
     kind, r = run_module(sglang_smoke, {"max_new_tokens": 0})
     assert kind == "fail" and "greater than 0" in r["msg"]
-    kind, r = run_module(sglang_smoke, {"release_output_dir": "/tmp/x"})
-    assert kind == "fail" and "release_results_file" in r["msg"]
+    kind, r = run_module(sglang_smoke, {"gate_output_dir": "/tmp/x"})
+    assert kind == "fail" and "gate_results_file" in r["msg"]
