@@ -22,8 +22,8 @@ import re
 from ansible_collections.moesweep.sweep.plugins.plugin_utils.restore import RESTORE_POLICIES
 
 SPREAD_MODES = ("false", "true", "by_facts")
-_SWEEP_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_POINT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+# A sweep id and a point name become directory and file names under the results directory: one safe name rule.
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 class PlanError(ValueError):
@@ -69,7 +69,7 @@ def parse_points(backend, backends):
     if not items:
         raise PlanError("-e backends is an empty list: name at least one backend")
     for item in items:
-        if not isinstance(item, str) or not _POINT_RE.match(item):
+        if not isinstance(item, str) or not _NAME_RE.match(item):
             raise PlanError("sweep point name %r is not a plain name (letters, digits, . _ -)" % (item,))
     seen = set()
     for item in items:
@@ -138,5 +138,5 @@ _EXAMPLES = {"sglang_server_ready_timeout": 1800, "sglang_server_stall_timeout":
 
 
 def check_sweep_id(sweep_id):
-    if not _SWEEP_ID_RE.match(str(sweep_id)):
+    if not _NAME_RE.match(str(sweep_id)):
         raise PlanError("sweep_id %r must be a plain name (letters, digits, . _ -; at most 128)" % (sweep_id,))

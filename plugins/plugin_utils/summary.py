@@ -41,6 +41,7 @@ import os
 
 from ansible_collections.moesweep.sweep.plugins.module_utils import bench_stats
 from ansible_collections.moesweep.sweep.plugins.plugin_utils import accuracy as accuracy_test
+from ansible_collections.moesweep.sweep.plugins.plugin_utils.status import PASSED
 
 SCHEMA = "moesweep.point/2"
 POINTS_FILE = "points.jsonl"
@@ -448,7 +449,7 @@ def decisive(record):
     preflight = record.get("preflight") or {}
     readiness = record.get("readiness") or {}
     smoke = record.get("smoke") or {}
-    if status == "passed":
+    if status == PASSED:
         return "FORCED past the preflight" if preflight.get("forced") else ""
     if status == "refused":
         for reason in preflight.get("reasons") or []:
@@ -728,7 +729,7 @@ def ranking(records, reference_concurrency, host=None):
     reference = _resolve_reference(records, reference_concurrency)
     ranked = []
     for record in point_records(records):
-        if record.get("status") != "passed" or (host is not None and record.get("host") != host):
+        if record.get("status") != PASSED or (host is not None and record.get("host") != host):
             continue
         key = _best_key(record, reference)
         if key[0] is not None:
@@ -1159,7 +1160,7 @@ def matrix_effects(records, reference_concurrency=None):
                 order.append(axis)
 
     def figure(record):
-        if record.get("status") != "passed" or reference is None:
+        if record.get("status") != PASSED or reference is None:
             return None
         return _num(ok_figure(record, reference, "output_throughput"))
 
@@ -1175,11 +1176,11 @@ def matrix_effects(records, reference_concurrency=None):
             top = max(scored, key=lambda fr: fr[0]) if scored else (None, None)
             failures = {}
             for r in group:
-                if r.get("status") != "passed":
+                if r.get("status") != PASSED:
                     failures.setdefault(r.get("status") or "failed", []).append(
                         {"cell": r.get("point"), "line": decisive(r)})
             values.append({"value": value, "cells": len(group),
-                           "passed": sum(1 for r in group if r.get("status") == "passed"),
+                           "passed": sum(1 for r in group if r.get("status") == PASSED),
                            "best_tok_s": top[0], "best_cell": (top[1] or {}).get("point"), "failures": failures})
         axes.append({"axis": axis, "values": values})
     table = None
