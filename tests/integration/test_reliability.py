@@ -131,6 +131,36 @@ def test_2_a_failed_restore_is_an_error_the_exit_code_carries(host, tmp_path):
     assert "server left on" not in text
 
 
+
+def test_2_the_restore_of_the_previous_server_waits_for_its_own_port_and_names_who_holds_it(host, tmp_path):
+    """restore=previous goes through the server role's restart: its release wait is for the port of the unit put
+    back (8001 here, not the sweep's 8000), and a process that took that port during the sweep fails the restore
+    naming it, before the previous server is started."""
+    h = host.names[0]
+    run, out = sweep_point(host, "flashinfer_cutlass", sglang_server_extra_flags={"port": 8001})
+    assert run.rc == 0 and out.results["readiness"]["state"] == "ready", out.failed_msg
+    results = tmp_path / "results"
+    proc = cli(host, results, "--backends", "triton", "--restore", "previous",
+               settings=settings_file(tmp_path, sglang_server_release_timeout=5))
+    try:
+        # the sweep's point replaced the previous unit (its server, on 8001, stopped): take 8001 while it runs
+        wait_for(lambda: "--port 8001" not in host.sh(h, "systemctl show sglang.service -p ExecStart --value").stdout
+                 and "8001" not in host.sh(h, "ss -Hltn 'sport = :8001'").stdout, timeout=300)
+        host.sh(h, "systemd-run --unit squatter8001 python3 -m http.server 8001 --bind 127.0.0.1", timeout=30)
+        text = proc.communicate(timeout=600)[0]
+        assert proc.returncode == 3, text[-3000:]
+        assert lines(results, "point")[-1]["status"] == "passed"
+        restore = lines(results, "restore")[-1]
+        assert restore["action"] == "previous" and restore["status"] != "passed", restore
+        assert "listens on port 8001" in restore["failed_msg"] and "http.server" in restore["failed_msg"], restore
+        assert "--port 8001" in host.sh(h, "systemctl show sglang.service -p ExecStart --value").stdout
+        assert "active" not in host.sh(h, "systemctl is-active sglang.service").stdout.replace("inactive", "")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        host.sh(h, "systemctl stop squatter8001.service; systemctl reset-failed squatter8001.service", timeout=30)
+        sweep_point(host, "flashinfer_cutlass")  # the module's other tests serve on 8000
+
 def test_3_a_sweep_where_nothing_becomes_ready_brings_back_what_served_before(host, tmp_path):
     serving(host, "flashinfer_cutlass")
     results = tmp_path / "results"
