@@ -40,3 +40,20 @@ def alive(pid):
     except (OSError, TypeError, ValueError):
         return False
     return True
+
+
+def finished(final, results_file, what, check_mode=False, **fields):
+    """What a wait returns for a job that finished: its result (less ansible's ``invocation``) with ``finished`` and
+    ``fields``, and whether the job failed (its ``msg`` then names it, ``what`` when it gave none). The results file
+    is removed (not in check mode): ansible-core's async_status would, and nothing reads it again."""
+    if not check_mode:
+        try:
+            os.unlink(results_file)
+        except OSError:
+            pass
+    out = dict(final, finished=True, **fields)
+    out.pop("invocation", None)
+    failed = bool(out.pop("failed", False))
+    if failed:
+        out["msg"] = final.get("msg") or "the %s job failed" % what
+    return out, failed

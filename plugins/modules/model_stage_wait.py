@@ -121,7 +121,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.moesweep.sweep.plugins.module_utils import stage_progress
-from ansible_collections.moesweep.sweep.plugins.module_utils.async_job import alive, job_result, read_text
+from ansible_collections.moesweep.sweep.plugins.module_utils.async_job import alive, finished, job_result, read_text
 
 POLL_S = 0.1
 # A staging process that is gone and wrote no result: async_wrapper writes one within moments of its exit.
@@ -172,16 +172,9 @@ def main():
             if doc is not None:
                 first = sample(doc)
         if final is not None:
-            if not module.check_mode:
-                try:
-                    os.unlink(p["results_file"])
-                except OSError:
-                    pass
-            final.pop("invocation", None)
-            out = dict(final, finished=True, progress=progress(doc, first))
-            if final.get("failed"):
-                out.pop("failed", None)
-                out["msg"] = final.get("msg") or "the staging job failed"
+            out, failed = finished(final, p["results_file"], "staging", module.check_mode,
+                                   progress=progress(doc, first))
+            if failed:
                 module.fail_json(**out)
             module.exit_json(**out)
         if doc is not None and not alive(doc.get("pid")):

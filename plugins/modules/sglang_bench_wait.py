@@ -135,7 +135,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.moesweep.sweep.plugins.module_utils import bench_progress
-from ansible_collections.moesweep.sweep.plugins.module_utils.async_job import alive, job_result, read_text
+from ansible_collections.moesweep.sweep.plugins.module_utils.async_job import alive, finished, job_result, read_text
 from ansible_collections.moesweep.sweep.plugins.module_utils.poll import poll_until
 
 POLL_S = 0.05
@@ -212,16 +212,9 @@ def main():
     doc = found["doc"]
     kind, final = said or (None, None)
     if kind == "finished":
-        if not module.check_mode:
-            try:
-                os.unlink(p["results_file"])
-            except OSError:
-                pass
-        final.pop("invocation", None)
-        out = dict(final, finished=True, progress=doc, stop_requested=asked)
-        if final.get("failed"):
-            out.pop("failed", None)
-            out["msg"] = final.get("msg") or "the benchmark job failed"
+        out, failed = finished(final, p["results_file"], "benchmark", module.check_mode, progress=doc,
+                               stop_requested=asked)
+        if failed:
             module.fail_json(**out)
         module.exit_json(**out)
     if kind == "gone":

@@ -24,3 +24,21 @@ def test_read_text_is_none_for_a_file_that_is_not_there(tmp_path):
 def test_alive_is_true_for_this_process_and_false_for_nonsense():
     assert async_job.alive(os.getpid()) is True
     assert async_job.alive(None) is False and async_job.alive("x") is False
+
+
+def test_a_finished_job_returns_its_result_and_its_results_file_is_removed(tmp_path):
+    results = tmp_path / "j1"
+    results.write_text("{}")
+    out, failed = async_job.finished({"rc": 0, "invocation": {"module_args": {}}, "levels": [1]}, str(results),
+                                     "benchmark", progress={"version": 3})
+    assert not failed and out == {"rc": 0, "levels": [1], "finished": True, "progress": {"version": 3}}
+    assert not results.exists()
+
+
+def test_a_failed_job_names_itself_when_it_said_nothing_and_check_mode_keeps_the_file(tmp_path):
+    results = tmp_path / "j1"
+    results.write_text("{}")
+    out, failed = async_job.finished({"failed": True, "rc": 1}, str(results), "staging", check_mode=True)
+    assert failed and out == {"rc": 1, "finished": True, "msg": "the staging job failed"} and results.exists()
+    out, failed = async_job.finished({"failed": True, "msg": "disk full"}, str(results), "staging")
+    assert failed and out["msg"] == "disk full" and "failed" not in out and not results.exists()
