@@ -58,6 +58,13 @@ class SimCluster:
         return hosts.nsenter(host, "/bin/sh", "-c", script, check=check, timeout=timeout)
 
 
+def server_account(cluster: SimCluster) -> None:
+    """The server role's install phase (the service account and its directories), as site.yml leaves a host it
+    provisioned: a cluster whose stack comes with the image, swept with provision=false, is then such a host, and a
+    test that a refused point changes nothing sees only what the point changed."""
+    cluster.playbook(str(REPO / "playbooks" / "site.yml"), "--tags", "sglang_server_install")
+
+
 def sweep_point(cluster: SimCluster, backend: str, env: dict | None = None, bench: bool = False,
                 results_dir: Path | None = None, **extravars):
     """Run playbooks/sweep.yml for one backend on a one-host cluster; returns (run, that host's outcome).

@@ -5,7 +5,7 @@ every reason before anything is written."""
 from __future__ import annotations
 
 import pytest
-from conftest import sweep_point
+from conftest import server_account, sweep_point
 
 pytestmark = pytest.mark.hosts
 
@@ -14,6 +14,7 @@ def host23(sim_clusters):
     # a host running the 0.5.23 stack has an R580+ driver: its torch is a CUDA 13.0 build (data/compat.yml
     # s23-driver-cuda13; the simulated RTX PRO 6000 reports R570 unless told otherwise)
     cluster = sim_clusters("v23", hosts=1, sglang_version="0.5.23", driver_version="580.159.04")
+    server_account(cluster)
     yield cluster
     cluster.sh(cluster.names[0], "systemctl stop sglang.service; systemctl reset-failed sglang.service", timeout=60)
 

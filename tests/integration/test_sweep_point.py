@@ -13,7 +13,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from conftest import REPO, point_records, sweep_point
+from conftest import REPO, point_records, server_account, sweep_point
 
 from moesweep.runner import run_playbook
 
@@ -24,6 +24,7 @@ pytestmark = pytest.mark.hosts
 @pytest.fixture(scope="module")
 def host(sim_clusters):
     cluster = sim_clusters("point", hosts=1)
+    server_account(cluster)
     yield cluster
     cluster.sh(cluster.names[0], "systemctl stop sglang.service; systemctl reset-failed sglang.service", timeout=60)
 
