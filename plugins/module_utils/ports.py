@@ -4,8 +4,8 @@
 """Who listens on a TCP port, read from ``/proc/net/tcp{,6}`` and ``/proc/<pid>/fd``.
 
 The parsing and the refusal are pure (``parse_proc_net_tcp``, ``foreign``, ``in_use_message``); ``listeners``
-and ``unit_of`` do the small amount of I/O. Used by the server's unit call (``sglang_unit`` refuses, before it
-writes anything, a port already taken by *something else*, naming its process), ``port_owner``, a node group's
+and ``unit_of`` do the small amount of I/O. Used by ``port_owner`` (with ``allowed_unit`` it refuses, before the
+server's unit is written, a port already taken by *something else*, naming its process), a node group's
 port check on the controller (``plugin_utils/nodes.py``), and the restart protocol (the old server's port must be
 free before the new one starts).
 """
