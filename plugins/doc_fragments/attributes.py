@@ -5,7 +5,8 @@
 and community.general's ``attributes`` fragments): a module states only its support level and details.
 
 Every module extends ``moesweep.sweep.attributes`` (check mode, diff mode, platform) and, as it applies,
-``.ACTION`` (an action plugin does the work on the controller), ``.IDEMPOTENT`` and ``.FACTS``."""
+``.ACTION`` (an action plugin does the work on the controller), ``.IDEMPOTENT``, ``.READ_ONLY`` (the support of a module
+that changes nothing) and ``.FACTS``."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -42,6 +43,23 @@ attributes:
   idempotent:
     description:
       - When run twice in a row outside check mode, with the same arguments, the second run indicates no change.
+"""
+
+    # Modules that change nothing on the host: what each attribute's support is (a module states only its details).
+    # Listed before the base fragment: an earlier fragment's values win, and the base says platform support N/A.
+    READ_ONLY = r"""
+options: {}
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+    details: It only reads.
+  platform:
+    support: full
+    platforms: posix
 """
 
     # Modules that only gather facts.

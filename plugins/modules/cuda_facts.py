@@ -20,6 +20,8 @@ version_added: 0.1.0
 author:
   - moesweep contributors (!UNKNOWN)
 extends_documentation_fragment:
+  # first: the support it states wins over the base fragment's platform N/A
+  - moesweep.sweep.attributes.READ_ONLY
   - moesweep.sweep.attributes
   - moesweep.sweep.attributes.FACTS
   - moesweep.sweep.attributes.IDEMPOTENT
@@ -59,18 +61,8 @@ options:
         (a vGPU host prints C(Not Found)).
     type: str
 attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
   facts:
     support: full
-  idempotent:
-    support: full
-    details: It only reads.
-  platform:
-    support: full
-    platforms: posix
 notes:
   - Sets E(LC_ALL=C) for every command so the text parsed is the C locale's.
   - Parsing is C(plugins/module_utils/nvidia_smi.py), shared with M(moesweep.sweep.gpu_facts) and the

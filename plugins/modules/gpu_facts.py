@@ -19,6 +19,8 @@ version_added: 0.1.0
 author:
   - moesweep contributors (!UNKNOWN)
 extends_documentation_fragment:
+  # first: the support it states wins over the base fragment's platform N/A
+  - moesweep.sweep.attributes.READ_ONLY
   - moesweep.sweep.attributes
   - moesweep.sweep.attributes.FACTS
   - moesweep.sweep.attributes.IDEMPOTENT
@@ -72,18 +74,8 @@ options:
     elements: path
     default: []
 attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
   facts:
     support: full
-  idempotent:
-    support: full
-    details: It only reads.
-  platform:
-    support: full
-    platforms: posix
 notes:
   - Sets E(LC_ALL=C) for every command so the text parsed is the C locale's.
   - The host checks read C(nvidia-smi -q), C(nvidia-smi topo -p2p r), C(lspci -vvv) when pciutils is installed,

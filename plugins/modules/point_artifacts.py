@@ -22,6 +22,8 @@ description:
 version_added: "0.1.0"
 author: moesweep contributors (!UNKNOWN)
 extends_documentation_fragment:
+  # first: the support it states wins over the base fragment's platform N/A
+  - moesweep.sweep.attributes.READ_ONLY
   - moesweep.sweep.attributes
   - moesweep.sweep.attributes.IDEMPOTENT
 options:
@@ -46,16 +48,7 @@ options:
     default: 4000000
 attributes:
   check_mode:
-    support: full
     details: It reads in check mode too.
-  diff_mode:
-    support: none
-  idempotent:
-    support: full
-    details: It only reads.
-  platform:
-    support: full
-    platforms: posix
 """
 
 EXAMPLES = r"""

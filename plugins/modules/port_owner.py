@@ -32,19 +32,12 @@ options:
 author:
   - moesweep contributors (!UNKNOWN)
 extends_documentation_fragment:
+  # first: the support it states wins over the base fragment's platform N/A
+  - moesweep.sweep.attributes.READ_ONLY
   - moesweep.sweep.attributes
   - moesweep.sweep.attributes.IDEMPOTENT
 attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  idempotent:
-    support: full
-    details: It only reads.
   platform:
-    support: full
-    platforms: posix
     details: Linux (C(/proc)).
 seealso:
   - module: moesweep.sweep.gpu_released

@@ -25,6 +25,8 @@ description:
     or has unhashed pins, a relative venv path, and an interpreter older than the stack needs.
   - Changes nothing on the host, in check mode or not.
 extends_documentation_fragment:
+  # first: the support it states wins over the base fragment's platform N/A
+  - moesweep.sweep.attributes.READ_ONLY
   - moesweep.sweep.attributes
   - moesweep.sweep.attributes.IDEMPOTENT
 options:
@@ -123,16 +125,8 @@ options:
     type: bool
     default: false
 attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
   idempotent:
-    support: full
     details: It only reads (the import check and C(sglang.check_env) load the stack without changing it).
-  platform:
-    support: full
-    platforms: posix
 notes:
   - Read-only. The import check and C(sglang.check_env) load the stack (seconds for torch); they run only
     for a venv whose record no longer holds, that is after any install, removal or reinstall in it.

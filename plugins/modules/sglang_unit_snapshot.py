@@ -39,20 +39,14 @@ options:
 author:
   - moesweep contributors (!UNKNOWN)
 extends_documentation_fragment:
+  # first: the support it states wins over the base fragment's platform N/A
+  - moesweep.sweep.attributes.READ_ONLY
   - moesweep.sweep.attributes
   - moesweep.sweep.attributes.IDEMPOTENT
 attributes:
   check_mode:
-    support: full
     details: Reads as outside check mode.
-  diff_mode:
-    support: none
-  idempotent:
-    support: full
-    details: It only reads.
   platform:
-    support: full
-    platforms: posix
     details: Linux with systemd.
 seealso:
   - module: moesweep.sweep.sglang_unit
