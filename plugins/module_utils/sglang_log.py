@@ -42,6 +42,7 @@ CAUSES = (
     "unsupported_arch",
     "oom",
     "nccl",
+    "stuck",
     "jit_compile",
     "flag_error",
     "port_in_use",
@@ -378,6 +379,9 @@ _CAUSE_PATTERNS = (
             r"DistStoreError|DistNetworkError|clients joined\.|\[c10d\]"
         ),
     ),
+    # sglang's forward watchdog ended a batch (or a startup) that made no progress for --watchdog-timeout: a hung
+    # kernel or collective that raised nothing. Last: a log that says why it hung (NCCL above) names that instead.
+    ("stuck", re.compile(r"[Ww]atchdog timeout(?!\s*\([^)]*self\.soft=True\))")),
 )
 _NCCL_PRIO = [cause for cause, _rx in _CAUSE_PATTERNS].index("nccl")
 # NCCL's error return trace: NCCLCHECK logs each failing call on its way out as INFO "file.cc:line -> code"

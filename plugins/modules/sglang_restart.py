@@ -105,8 +105,9 @@ state:
   sample: crashed
 cause:
   description: >-
-    For RV(state=crashed): V(unsupported_arch), V(oom), V(nccl), V(jit_compile), V(flag_error), V(port_in_use),
-    V(warmup_failed), V(killed), V(segfault), V(aborted) or V(other) (the process's signal tells the last three
+    For RV(state=crashed): V(unsupported_arch), V(oom), V(nccl), V(stuck), V(jit_compile), V(flag_error),
+    V(port_in_use), V(warmup_failed), V(killed), V(segfault), V(aborted) or V(other) (V(stuck): SGLang's forward
+    watchdog ended a batch that made no progress for C(--watchdog-timeout); the process's signal tells the last three
     apart; a SIGKILL from the kernel's OOM killer is V(oom)). Null otherwise.
   returned: always
   type: str

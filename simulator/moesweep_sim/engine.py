@@ -64,6 +64,10 @@ class Req:
         idx = self.seed % len(VOCAB) if garbage else (self.seed + 7 * k + k * k) % len(VOCAB)
         return TOKEN_ID_BASE + idx
 
+    def input_ids(self) -> list[int]:
+        """The prompt's token ids, simulated: words of the test tokenizer's range (only their count is modelled)."""
+        return [TOKEN_ID_BASE + (self.seed + i) % len(VOCAB) for i in range(self.prompt_tokens)]
+
     @property
     def text(self) -> str:
         if self.script is not None and not self.garbage_out:
@@ -97,6 +101,10 @@ class Engine:
         self.last_gen_throughput = 0.0
         self.stats = {"prompt_tokens": 0, "generation_tokens": 0, "requests": 0, "cached_tokens": 0}
         self.busy_until = 0.0
+        # Scheduler.forward_ct (run_batch adds one before each forward) and cur_batch (the batch in flight, None
+        # while idle; event_loop_normal): what the forward watchdog reads (watchdog.py)
+        self.forward_ct = 0
+        self.cur_batch: list[Req] | None = None
         self._thread = threading.Thread(target=self._loop, name="scheduler", daemon=True)
 
     def start(self):
@@ -136,6 +144,7 @@ class Engine:
             with self.cond:
                 while not self.stop and not self.waiting and not self.running:
                     clock = None
+                    self.cur_batch = None
                     self.cond.wait()
                 if self.stop:
                     return
@@ -151,6 +160,8 @@ class Engine:
             if self.crash_hook is not None and self.crash_hook(new):
                 return
             if new:
+                self.cur_batch = new
+                self.forward_ct += 1
                 tokens = sum(r.prompt_tokens for r in new)
                 dt = tokens / self.prefill_rate
                 start = time.perf_counter()
@@ -182,6 +193,8 @@ class Engine:
             with self.cond:
                 batch = list(self.running)
             n = len(batch)
+            self.cur_batch = batch or None
+            self.forward_ct += bool(batch)
             dt = tokenmodel.step_time(n, self.base, self.alpha)
             if self.slowdown is not None:
                 dt *= self.slowdown()

@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -29,6 +30,7 @@ from .http_api import Handler, HTTPServer, health_check_timeout
 from .log import Log
 from .metrics import Metrics
 from .server_args import ResolvedArgs
+from .watchdog import ForwardWatchdog
 
 DEFAULT_VERSION = "0.5.9"
 SUPPORTED = ("0.5.9", "0.5.23")
@@ -151,6 +153,7 @@ class Server:
         self.httpd = None
         self.start_time = time.time()
         self.crashed = False
+        self.initializing = False  # Scheduler.is_initializing: from Scheduler.__init__'s start to its end
         self.first_real_request = threading.Event()
         self.handle_loop_created = False
         # when auto_create_handle_loop ran: the sigterm_watchdog task it creates sleeps in 5 s periods from then on
@@ -229,13 +232,91 @@ class Server:
             Log.line(self.t(T.SCHEDULER_EXCEPTION, tb=tb), self.prefix(r))
         self.crashed = True
         time.sleep(0.05)
+        self.sigquit_to_parent(during_serving)
+
+    def sigquit_to_parent(self, during_serving: bool):
+        """A scheduler's SIGQUIT reaches the main process: before the first request, engine.py's launch-phase handler;
+        from then on the tokenizer manager's running-phase one (auto_create_handle_loop registers it with
+        loop.add_signal_handler, which calls it without arguments: signum=None, frame=None). Both kill the process
+        tree, this process included (SIGKILL)."""
         if during_serving:
-            # tokenizer manager's running-phase handler (registered with loop.add_signal_handler,
-            # which calls it without arguments: signum=None, frame=None)
             Log.line(self.t(T.SIGQUIT_RUNNING, signum=None, frame=None))
         else:
             Log.line(self.t(T.SIGQUIT_LAUNCH))
         self.die_sigkill()
+
+    # ------------------------------------------------------------ the forward watchdog (watchdog.py)
+    def start_watchdog(self, soft: bool):
+        """Scheduler.init_soft_watchdog (--soft-watchdog-timeout, first thing in Scheduler.__init__) or
+        init_watch_dog_memory_saver_input_blocker (--watchdog-timeout, once the model runner is up)."""
+        timeout = self.sa.get("soft_watchdog_timeout" if soft else "watchdog_timeout")
+        if timeout is None:
+            return
+        ForwardWatchdog(timeout, time_scale(),
+                        get_counter=lambda: self.engine.forward_ct if self.engine is not None else 0,
+                        is_active=lambda: self.initializing or (self.engine is not None
+                                                                and self.engine.cur_batch is not None),
+                        fire=self.watchdog_fired, soft=soft).start()
+
+    def watchdog_fired(self, wd: ForwardWatchdog):
+        """What WatchdogRaw does when it fires, for every rank of this node (each rank's scheduler runs its own; one
+        process stands for them all): debug info, py-spy dump and the timeout line; the hard one then SIGQUITs the
+        main process 5 s later. A node >= 1 runs no tokenizer manager: its launch-phase handler stays."""
+        for r in self.local_ranks:
+            info = self.watchdog_debug_info()
+            if info:
+                Log.line(self.t(T.WATCHDOG_DEBUG_INFO, name="Scheduler", info=info), self.prefix(r))
+            for line in self.pyspy_dump():
+                Log.line(line, self.prefix(r))
+            Log.line(self.t(T.WATCHDOG_TIMEOUT, name="Scheduler", timeout=wd.timeout, soft=wd.soft), self.prefix(r))
+            Log.write("\n")
+            Log.write("\n", sys.stdout)
+        if wd.soft:
+            return
+        time.sleep(5.0 * time_scale())
+        self.crashed = True
+        self.sigquit_to_parent(self.handle_loop_created)
+
+    def watchdog_debug_info(self) -> str:
+        """create_scheduler_watchdog's dump_info: nothing while the scheduler initializes or request logging is off
+        (0.5.9 SGLANG_DISABLE_REQUEST_LOGGING). 0.5.9: the batch in flight and the KV pool (the simulated server has
+        no prefix cache: nothing evictable; the running requests' tokens are locked). 0.5.23's dump repeats each
+        request's SamplingParams as a msgspec Struct after normalize(), which the simulator does not model: it prints
+        none (simulator/README.md)."""
+        batch = self.engine.cur_batch if self.engine is not None else None
+        if self.initializing or batch is None or self.version != "0.5.9" \
+                or os.environ.get("SGLANG_DISABLE_REQUEST_LOGGING", "").lower() in ("1", "true", "yes", "y", "on"):
+            return ""
+        used, _ = self.engine.token_usage()
+        params = "sglang.srt.sampling.sampling_params.SamplingParams"
+        reqs = ", ".join(self.t(T.REQ_REPR, rid=r.rid, input_ids=r.input_ids(), output_ids=list(r.out_ids),
+                                grammar=None, sampling_params=self.t(T.OBJECT_REPR, cls=params, addr=hex(id(r))))
+                         for r in batch)
+        tokens = self.t(T.WATCHDOG_TOKENS_9, total=self.max_total_tokens, available=self.max_total_tokens - used,
+                        evictable=0, protected=used)
+        return self.t(T.WATCHDOG_BATCH_9, n=len(batch), reqs=f"[{reqs}]", tokens=tokens)
+
+    def pyspy_dump(self) -> list[str]:
+        """pyspy_dump_schedulers: the real command through /bin/sh, as the real code runs it (on a host without py-spy
+        on the unit's PATH the shell says so), its answer logged as sglang logs it."""
+        if self.version == "0.5.9":
+            try:
+                out = subprocess.run(f"py-spy dump --native --pid {self.pid}", shell=True, capture_output=True,
+                                     text=True, check=True)
+                return [self.t(T.PYSPY_DUMP_9, pid=self.pid, out=out.stdout)]
+            except subprocess.CalledProcessError as e:
+                return [self.t(T.PYSPY_FAILED_9, pid=self.pid, err=e.stderr)]
+        lines = []
+        for attempt, native in enumerate(("--native", "")):
+            cmd = f"py-spy dump {native} --pid {self.pid}".strip()
+            try:
+                out = subprocess.run(cmd, shell=True, capture_output=True, text=True, check=True)
+                return lines + [self.t(T.PYSPY_DUMP_23, pid=self.pid, cmd=cmd, out=out.stdout)]
+            except subprocess.CalledProcessError as e:
+                lines.append(self.t(T.PYSPY_FAILED_23, cmd=cmd, err=e.stderr))
+                if attempt == 1:
+                    lines.append(self.t(T.PYSPY_ALL_FAILED_23, pid=self.pid))
+        return lines
 
     def die_sigkill(self):
         self.state.remove()
@@ -283,6 +364,8 @@ class Server:
 
         # process start, then torch.distributed / NCCL init: on several nodes, the dist-init rendezvous
         self.sleep("init", 2.0)
+        self.initializing = True
+        self.start_watchdog(soft=True)
         self.ranks(lambda r: self.t(T.INIT_DIST_BEGIN_9 if self.version == "0.5.9" else T.INIT_PARALLEL_BEGIN_23))
         if self.nnodes > 1:
             multinode.rendezvous(self)
@@ -427,6 +510,8 @@ class Server:
         self.last_prefill_tokens = 0
         Log.write(f"[moesweep-sim] the MoE layers run the {self.backend} runner\n")
         self.engine.start()
+        self.start_watchdog(soft=False)
+        self.initializing = False
         self.state.start_serving(self.engine, total_gb - avail)
         if self.node_rank >= 1:
             multinode.serve_follower(self)

@@ -210,6 +210,36 @@ FOLLOWER_SIGTERM_23 = Tpl("sglang", "sglang/srt/entrypoints/engine.py", V23, (
 SCHEDULER_EXCEPTION = Tpl("sglang", "sglang/srt/managers/scheduler.py", ALL,
                           ("Scheduler hit an exception: {tb}",))
 
+# ---------------------------------------------------------------- the scheduler's forward watchdog (watchdog.py)
+# WatchdogRaw._watchdog_once, in this order per rank: the debug info (when dump_info returns text), the py-spy dump of
+# its own process, the timeout line, an empty line on stderr and on stdout
+WATCHDOG_DEBUG_INFO = Tpl("sglang", "sglang/srt/utils/watchdog.py", ALL, ("{name} debug info:\n{info}",))
+WATCHDOG_TIMEOUT = Tpl("sglang", "sglang/srt/utils/watchdog.py", ALL,
+                       ("{name} watchdog timeout (self.watchdog_timeout={timeout!r}, self.soft={soft!r})",))
+# 0.5.9 create_scheduler_watchdog.dump_info (empty while initializing or with SGLANG_DISABLE_REQUEST_LOGGING) and
+# _check_radix_cache_memory's token_msg
+WATCHDOG_BATCH_9 = Tpl("sglang", "sglang/srt/managers/scheduler_runtime_checker_mixin.py", V9, (
+    "scheduler.cur_batch.batch_size()={n}\nscheduler.cur_batch.reqs={reqs}\n{tokens}",))
+WATCHDOG_TOKENS_9 = Tpl("sglang", "sglang/srt/managers/scheduler_runtime_checker_mixin.py", V9, (
+    "self.max_total_num_tokens={total}, available_size={available}, evictable_size={evictable}, "
+    "protected_size={protected}\n",))
+# Req.__repr__; 0.5.9's SamplingParams is a plain class: object.__repr__
+REQ_REPR = Tpl("sglang", "sglang/srt/managers/schedule_batch.py", ALL, (
+    "Req(rid={rid}, input_ids={input_ids}, output_ids={output_ids}, self.grammar={grammar}, "
+    "self.sampling_params={sampling_params})",))
+# CPython Objects/typeobject.c object_repr: "<%U.%U object at %p>"
+OBJECT_REPR = Tpl("python", "Objects/typeobject.c", ALL, ("<{cls} object at {addr}>",))
+# utils/common.py pyspy_dump_schedulers (0.5.9): `py-spy dump --native --pid PID` through /bin/sh
+PYSPY_DUMP_9 = Tpl("sglang", "sglang/srt/utils/common.py", V9, ("Pyspy dump for PID {pid}:\n{out}",))
+PYSPY_FAILED_9 = Tpl("sglang", "sglang/srt/utils/common.py", V9, ("Pyspy failed to dump PID {pid}. Error: {err}",))
+# 0.5.23 utils/cudacore_pyspy_dump_utils.py: with --native, then without
+PYSPY_DUMP_23 = Tpl("sglang", "sglang/srt/utils/cudacore_pyspy_dump_utils.py", V23,
+                    ("Pyspy dump for PID {pid} ({cmd}):\n{out}",))
+PYSPY_FAILED_23 = Tpl("sglang", "sglang/srt/utils/cudacore_pyspy_dump_utils.py", V23,
+                      ("Pyspy failed ({cmd}). Error: {err}",))
+PYSPY_ALL_FAILED_23 = Tpl("sglang", "sglang/srt/utils/cudacore_pyspy_dump_utils.py", V23,
+                          ("All pyspy dump attempts failed for PID {pid}.",))
+
 # ---------------------------------------------------------------- errors raised (exception messages)
 NOT_ENOUGH_MEMORY_9 = Tpl("sglang", "sglang/srt/model_executor/model_runner_kv_cache_mixin.py", V9, (
     "Not enough memory. Please try to increase --mem-fraction-static. "

@@ -11,10 +11,12 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
+from ansible_collections.moesweep.sweep.plugins.module_utils import sglang_log
 from helpers.paths import REPO
 from moesweep_sim import sglang_server
 
@@ -466,6 +468,76 @@ def test_stalled_scheduler_fails_health_then_recovers(sims, version):
     assert s.req("GET", "/health")[0] == 200
     if version == "0.5.23":
         assert s.req("GET", "/ready")[0] == 200 and s.req("GET", "/ping")[0] == 200
+
+
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.23"])
+def test_a_stuck_forward_is_ended_by_the_schedulers_watchdog(sims, version):
+    """--watchdog-timeout: a batch in flight that makes no progress for the timeout (checked every timeout / 2)
+    makes every rank log its debug info, the py-spy dump's outcome and the timeout line; 5 s later the main process
+    gets SIGQUIT and kills the tree (sglang/srt/utils/watchdog.py, tokenizer_manager.py's running-phase handler)."""
+    s = sims(BASE + ["--moe-runner-backend", "flashinfer_cutlass", "--watchdog-timeout", "20"], version=version,
+             env={"MOESWEEP_SIM_TIME_SCALE": "0.1"})
+    s.wait_ready()
+    body = {"text": "a b c", "sampling_params": {"max_new_tokens": 100000, "ignore_eos": True}}
+    def generate():
+        try:
+            s.req("POST", "/generate", body, timeout=60)
+        except (OSError, http.client.HTTPException):
+            pass  # the server is killed under it
+
+    threading.Thread(target=generate, daemon=True).start()
+    time.sleep(0.5)
+    (s.tmp / "fault").write_text("stall\n")
+    stalled = time.time()
+    assert s.wait_exit(timeout=30) == -signal.SIGKILL
+    took = time.time() - stalled
+    assert 2.0 + 0.5 <= took < 3.0 + 0.5 + 2.0, took
+    log = s.log()
+    for rank in range(8):
+        assert f" TP{rank}] Scheduler watchdog timeout (self.watchdog_timeout=20.0, self.soft=False)\n" in log
+    assert log.count("Scheduler watchdog timeout") == 8
+    pid = s.proc.pid
+    if version == "0.5.9":
+        assert re.search(rf"TP0\] Pyspy (dump for PID {pid}:|failed to dump PID {pid}\. Error: )", log)
+        info = log[log.index("TP0] Scheduler debug info:"):]
+        assert re.match(r"TP0\] Scheduler debug info:\nscheduler\.cur_batch\.batch_size\(\)=1\n"
+                        r"scheduler\.cur_batch\.reqs=\[Req\(rid=\w+, input_ids=\[\d+, \d+, \d+\], "
+                        r"output_ids=\[[\d, ]+\], self\.grammar=None, "
+                        r"self\.sampling_params=<sglang\.srt\.sampling\.sampling_params\.SamplingParams "
+                        r"object at 0x[0-9a-f]+>\)\]\nself\.max_total_num_tokens=\d+, available_size=\d+, "
+                        r"evictable_size=0, protected_size=\d+\n", info), info[:600]
+    else:
+        assert re.search(rf"TP0\] Pyspy (dump for PID {pid} \(py-spy dump --native --pid {pid}\)|"
+                         rf"failed \(py-spy dump --native --pid {pid}\)\. Error: )", log)
+        assert "Scheduler debug info" not in log  # 0.5.23's dump is not modelled (simulator/README.md)
+    assert log.rstrip("\n").endswith("SIGQUIT received. signum=None, frame=None. It usually means one child failed.")
+    # where the simulator meets the classifier written from the real code and real logs
+    verdict = sglang_log.classify_text(log)
+    assert (verdict["state"], verdict["cause"], verdict["phase"]) == ("crashed", "stuck", "serving")
+    assert verdict["decisive_line"] == "Scheduler watchdog timeout (self.watchdog_timeout=20.0, self.soft=False)"
+
+
+def test_the_soft_watchdog_only_logs_and_the_server_serves_on(sims):
+    """--soft-watchdog-timeout: the same lines with self.soft=True, again while the batch stays stuck, no SIGQUIT."""
+    s = sims(BASE + ["--moe-runner-backend", "flashinfer_cutlass", "--soft-watchdog-timeout", "10"],
+             env={"MOESWEEP_SIM_TIME_SCALE": "0.1"})
+    s.wait_ready()
+    body = {"text": "a b c", "sampling_params": {"max_new_tokens": 200, "ignore_eos": True}}
+    done = []
+    worker = threading.Thread(target=lambda: done.append(s.req("POST", "/generate", body, timeout=60)), daemon=True)
+    worker.start()
+    time.sleep(0.3)
+    (s.tmp / "fault").write_text("stall\n")
+    time.sleep(3.5)
+    assert s.proc.poll() is None
+    log = s.log()
+    assert log.count("] Scheduler watchdog timeout (self.watchdog_timeout=10.0, self.soft=True)") >= 16  # twice x 8
+    (s.tmp / "fault").write_text("")
+    worker.join(30)
+    assert done and done[0][0] == 200 and s.proc.poll() is None
+    assert "SIGQUIT" not in s.log()
+    verdict = sglang_log.classify_text(s.log())
+    assert verdict["state"] == "ready" and "soft_watchdog" in verdict["timeline"]["events"]
 
 
 def test_sigterm_while_unhealthy_force_exits(sims):

@@ -619,8 +619,14 @@ def test_the_soft_watchdog_keeps_serving_the_hard_one_is_a_crash():
     c = SglangLogClassifier().feed(hard)
     assert c.state == "crashed"  # decisive with the line: the parent is SIGQUIT next
     r = c.result()
-    assert (r["cause"], r["phase"], r["after_ready"]) == ("other", "serving", True)
+    assert (r["cause"], r["phase"], r["after_ready"]) == ("stuck", "serving", True)
     assert "self.soft=False" in r["decisive_line"]
+    # a log that says why the batch hung names that instead: torch's NCCL watchdog on the collective
+    nccl = hard.replace("[2026-10-30 12:05:00 TP0] Scheduler debug info:", "[rank0]:[E1030 12:04:59.000000000 "
+                        "ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation timeout: "
+                        "WorkNCCL(SeqNum=9, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600001 milliseconds before "
+                        "timing out.\n[2026-10-30 12:05:00 TP0] Scheduler debug info:")
+    assert classify_text(nccl)["cause"] == "nccl"
 
 
 def test_the_0_5_23_init_lines_open_the_init_phase_and_time_the_distributed_init():
