@@ -31,6 +31,7 @@ _PRIMARY = re.compile(
     r"|^https://github\.com/[^/\s]+/[^/\s#]+#[\w-]+$"  # a section of a repository's README
     r"|^https://docs\.nvidia\.com/\S+$"
     r"|^https://huggingface\.co/[^/\s]+/[^/\s]+/blob/[\w.-]+/config\.json$"  # a model's own config.json
+    r"|^https://pypi\.org/project/[\w.-]+/[\w.+-]+/$"  # a pinned wheel's release, where no source tag is public
 )
 MATCH_KEYS = frozenset(
     {
@@ -115,7 +116,7 @@ def kb_problems(kb):
         if not isinstance(url, str) or not _PRIMARY.match(url):
             problems.append(
                 "source %s: %r is not a primary-source URL (GitHub source at a tag or commit, an issue "
-                "or pull request, or an NVIDIA docs page)" % (key, url)
+                "or pull request, an NVIDIA docs page, a pinned wheel's PyPI release)" % (key, url)
             )
     if not isinstance(kb.get("rules"), list):
         problems.append("no `rules` list")

@@ -17,6 +17,7 @@ WHEELS = {
     ("sglang", "0.5.23"): "sglang==0.5.23",
     ("flashinfer", "0.5.9"): "flashinfer-python==0.6.3",
     ("flashinfer", "0.5.23"): "flashinfer-python==0.7.2",
+    ("deep_gemm", "0.5.23"): "sgl-deep-gemm==0.2.3.post2",
     ("uvicorn", None): "uvicorn==0.54.0",
     ("tqdm", None): "tqdm==4.70.1",
     ("prometheus_client", None): "prometheus-client==0.26.0",

@@ -19,6 +19,7 @@ import signal
 import pytest
 from helpers.paths import REPO
 from moesweep_sim import failure_model, gpus, moe_resolution
+from simulator.real_wheels import WHEELS, source
 from simulator.test_moe_resolution import launch
 
 # isort: split
@@ -37,17 +38,7 @@ REFERENCE_FLAGS = {"tp-size": "8", "attention-backend": "flashinfer"}
 # The cells the two sides still disagree on, each with why it is not resolved (the simulator always serves or fails;
 # the preflight may answer `unknown`).  The agreement test fails when this list and the disagreements differ, so a
 # cell resolved on either side has to leave it.
-UNRESOLVED: dict = {
-    ("0.5.23", "megamoe", "fp8", 90):
-        "the launch serves either way, but which kernel runs is the installed DeepGEMM's: block-FP8 experts are "
-        "built into the SM90 Mega "
-        "MoE layout (sglang 0.5.23 layers/quantization/fp8.py:2266-2273), and DeepseekV2MoE routes through it only "
-        "when layers/moe/mega_moe_sm90.py:28-39 is_sm90_fp8_mega_moe_available finds deep_gemm.fp8_mega_moe and "
-        "deep_gemm.mega_moe_pre_dispatch_sm90 (hasattr on the imported module), else every forward takes the triton "
-        "fused MoE over the gate/up-interleaved weights; the pinned sgl-deep-gemm 0.2.3.post2 is not readable here "
-        "(no public tag or wheel in reach), so the simulator assumes it ships them (runs megamoe) and the preflight "
-        "says unknown",
-}
+UNRESOLVED: dict = {}
 
 
 def choices(version):
@@ -195,6 +186,20 @@ def test_megamoe_on_glm5_follows_the_experts_format():
         "RuntimeError: NVFP4 MegaMoE experts cannot fall back to the fused MoE path;")
     for quant, sm in (("fp8", 100), (None, 90), (None, 100)):
         assert simulated("0.5.23", "megamoe", quant, sm) == (None, "triton"), (quant, sm)
+    # block-FP8 experts on SM90 are built into the Mega MoE layout and the pinned DeepGEMM runs them
+    assert simulated("0.5.23", "megamoe", "fp8", 90) == (None, "megamoe")
+
+
+def test_the_pinned_deep_gemm_has_the_sm90_fp8_mega_moe_entry_points():
+    """sglang 0.5.23 layers/moe/mega_moe_sm90.py:28-39 runs the SM90 FP8 Mega MoE only when
+    hasattr(deep_gemm, "fp8_mega_moe") and hasattr(deep_gemm, "mega_moe_pre_dispatch_sm90"): both are module-level
+    names of the sgl-deep-gemm the 0.5.23 wheel pins (its METADATA), read in that wheel."""
+    metadata = source(WHEELS[("sglang", "0.5.23")], "sglang-0.5.23.dist-info/METADATA")
+    assert f"Requires-Dist: {WHEELS[('deep_gemm', '0.5.23')]}\n" in metadata
+    tree = ast.parse(source(WHEELS[("deep_gemm", "0.5.23")], "deep_gemm/__init__.py"))
+    names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    names |= {a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert {"fp8_mega_moe", "mega_moe_pre_dispatch_sm90"} <= names
 
 
 def test_cutedsl_moe_off_sm9x_sm10x_fails_in_the_moe_sort_jit():
