@@ -188,6 +188,19 @@ def test_4_a_server_that_dies_or_talks_garbage_after_ready_is_not_a_passed_point
     assert rec.get("benchmark") in (None, {}) or not rec["benchmark"].get("levels")
 
 
+def test_4_a_first_forward_that_never_returns_is_ended_by_sglangs_watchdog_and_recorded_stuck(host, tmp_path):
+    """The warmup's batch makes no progress (a hung collective): sglang's own forward watchdog (--watchdog-timeout,
+    20 s here, scaled to 2-3 s) ends the server, and the point is a crash whose cause says so, not a hang that waits
+    for the readiness timeout nor an unexplained 'other'."""
+    results = tmp_path / "results"
+    run, out = sweep_point(host, "flashinfer_cutlass", env={"MOESWEEP_SIM_FAULT": "stall"}, results_dir=results,
+                           sglang_server_extra_flags={"watchdog-timeout": 20})
+    rec = lines(results, "point")[-1]
+    assert (rec["status"], rec["cause"]) == ("crashed", "stuck"), (rec["status"], rec["cause"], rec.get("failed_msg"))
+    assert rec["readiness"]["decisive_line"] == \
+        "Scheduler watchdog timeout (self.watchdog_timeout=20.0, self.soft=False)", rec["readiness"]
+
+
 @pytest.mark.parametrize("wedge", ["sigstop"])
 def test_5_a_wedged_server_is_seen_as_not_serving_and_restarted(host, wedge):
     serving(host, "flashinfer_cutlass")
