@@ -97,9 +97,9 @@ def _mega_moe_runner_0523(quant, sm: int) -> str:
     * NVFP4 (``modelopt_quant.py:2726-2728``) and MXFP4 experts are built on any GPU, Mega MoE runs them on SM10x
       (``layers/moe/mega_moe.py:163-169``); on SM90 NVFP4 experts fail (failure_model.py).
     * block-FP8 experts are built only on SM90 (``fp8.py:2266-2273``, ``mega_moe_sm90.py:97-149``), and run there
-      when the installed DeepGEMM has ``fp8_mega_moe`` and ``mega_moe_pre_dispatch_sm90`` (``mega_moe_sm90.py:28-39``;
-      the pinned sgl-deep-gemm 0.2.3.post2 has both).  On SM10x Fp8MoEMethod's ``auto`` is triton: its DeepGEMM choice needs a DeepEP-class a2a
-      backend (``fp8.py:1530-1542``, ``2962-2971``).
+      when the installed DeepGEMM has ``fp8_mega_moe`` and ``mega_moe_pre_dispatch_sm90``
+      (``mega_moe_sm90.py:28-39``; the pinned sgl-deep-gemm 0.2.3.post2 has both).  On SM10x Fp8MoEMethod's
+      ``auto`` is triton: its DeepGEMM choice needs a DeepEP-class a2a backend (``fp8.py:1530-1542``, ``2962-2971``).
     * unquantized experts are never built; UnquantizedFusedMoEMethod's ``auto`` is triton (``unquant.py:1169-1194``).
     """
     if quant is None:
