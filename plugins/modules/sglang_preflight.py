@@ -26,6 +26,8 @@ version_added: 0.1.0
 author:
   - moesweep contributors (!UNKNOWN)
 extends_documentation_fragment:
+  # first: the support it states wins over the base fragment's platform N/A
+  - moesweep.sweep.attributes.READ_ONLY
   - moesweep.sweep.attributes
   - moesweep.sweep.attributes.ACTION
   - moesweep.sweep.attributes.IDEMPOTENT
@@ -151,16 +153,8 @@ attributes:
   action:
     support: full
     details: The whole preflight runs on the controller; the host is not contacted.
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
   idempotent:
-    support: full
     details: It plans and checks; nothing changes.
-  platform:
-    support: full
-    platforms: posix
 notes:
   - The knowledge base is data; every entry carries its citation (sglang/flashinfer source at a version, or an upstream issue/PR).
 seealso:

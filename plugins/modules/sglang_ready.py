@@ -39,6 +39,8 @@ description:
 version_added: "0.1.0"
 author: moesweep contributors (!UNKNOWN)
 extends_documentation_fragment:
+  # first: the support it states wins over the base fragment's platform N/A
+  - moesweep.sweep.attributes.READ_ONLY
   - moesweep.sweep.attributes
   - moesweep.sweep.attributes.IDEMPOTENT
   - moesweep.sweep.readiness
@@ -58,16 +60,9 @@ options:
 notes:
   - In check mode nothing is read and nothing waited for; RV(waited) is false and nothing changes.
 attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
   idempotent:
-    support: full
     details: It only observes the unit, its journal and its health endpoint.
   platform:
-    support: full
-    platforms: posix
     details: A systemd host (C(systemctl), C(journalctl)).
 seealso:
   - module: moesweep.sweep.sglang_start
