@@ -279,13 +279,13 @@ class Server:
 
     def watchdog_debug_info(self) -> str:
         """create_scheduler_watchdog's dump_info: nothing while the scheduler initializes or request logging is off
-        (0.5.9 SGLANG_DISABLE_REQUEST_LOGGING). 0.5.9: the batch in flight and the KV pool (the simulated server has
-        no prefix cache: nothing evictable; the running requests' tokens are locked). 0.5.23's dump repeats each
-        request's SamplingParams as a msgspec Struct after normalize(), which the simulator does not model: it prints
-        none (simulator/README.md)."""
+        (0.5.9 SGLANG_DISABLE_REQUEST_LOGGING, read by utils/common.py get_bool_env_var: "true" or "1").
+        0.5.9: the batch in flight and the KV pool (the simulated server has no prefix cache: nothing evictable; the
+        running requests' tokens are locked). 0.5.23's dump repeats each request's SamplingParams as a msgspec
+        Struct after normalize(), which the simulator does not model: it prints none (simulator/README.md)."""
         batch = self.engine.cur_batch if self.engine is not None else None
         if self.initializing or batch is None or self.version != "0.5.9" \
-                or os.environ.get("SGLANG_DISABLE_REQUEST_LOGGING", "").lower() in ("1", "true", "yes", "y", "on"):
+                or os.environ.get("SGLANG_DISABLE_REQUEST_LOGGING", "false").lower() in ("true", "1"):
             return ""
         used, _ = self.engine.token_usage()
         params = "sglang.srt.sampling.sampling_params.SamplingParams"

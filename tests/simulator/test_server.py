@@ -475,8 +475,9 @@ def test_a_stuck_forward_is_ended_by_the_schedulers_watchdog(sims, version):
     """--watchdog-timeout: a batch in flight that makes no progress for the timeout (checked every timeout / 2)
     makes every rank log its debug info, the py-spy dump's outcome and the timeout line; 5 s later the main process
     gets SIGQUIT and kills the tree (sglang/srt/utils/watchdog.py, tokenizer_manager.py's running-phase handler)."""
+    # get_bool_env_var reads only "true" / "1" as true: "yes" leaves request logging, and the debug info, on
     s = sims(BASE + ["--moe-runner-backend", "flashinfer_cutlass", "--watchdog-timeout", "20"], version=version,
-             env={"MOESWEEP_SIM_TIME_SCALE": "0.1"})
+             env={"MOESWEEP_SIM_TIME_SCALE": "0.1", "SGLANG_DISABLE_REQUEST_LOGGING": "yes"})
     s.wait_ready()
     body = {"text": "a b c", "sampling_params": {"max_new_tokens": 100000, "ignore_eos": True}}
     def generate():
