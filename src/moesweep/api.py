@@ -40,6 +40,10 @@ SWEEP_PLAYBOOK = "sweep.yml"
 SITE_PLAYBOOK = "site.yml"
 FACTS_PLAYBOOK = "playbooks/facts.yml"
 CHECK_PLAYBOOK = "playbooks/check.yml"
+# How soon a stop asked of a running sweep (the first Ctrl-C) becomes its stop file, which the playbook reads before
+# each point and after each restart. ansible-runner asks its cancel callback only every pexpect_timeout (5 s): a
+# restart that takes less than that would run past the check that should have stopped it.
+STOP_POLL_S = 0.25
 
 
 class MoesweepError(RuntimeError):
@@ -637,9 +641,14 @@ def iter_sweep(inventory, backends=None, *, matrix=None, results_dir: str | os.P
     thread = threading.Thread(target=work, name="moesweep-sweep", daemon=True)
     thread.start()
     while True:
-        e = q.get()
+        try:
+            e = q.get(timeout=STOP_POLL_S)
+        except queue.Empty:
+            want_cancel()  # a stop asked between events reaches the stop file now, not at the runner's next poll
+            continue
         if e is None:
             break
+        want_cancel()
         yield e
     thread.join()
     if "error" in box:
