@@ -25,6 +25,53 @@ def count_prompt_tokens(text: str) -> int:
     return len(text.split())
 
 
+def prefill_admission(chunked_left: int | None, waiting: list[int], room: int, max_prefill_tokens: int,
+                      chunk: int | None, input_cap_with_chunking: bool) -> tuple[int | None, list[int], bool]:
+    """Which prompt tokens the next prefill batch takes, as sglang's PrefillAdder admits them (0.5.9
+    managers/schedule_policy.py ``add_chunked_req``, ``add_one_req``, ``budget_state``; the scheduler's
+    ``_get_new_batch_prefill_raw`` calls them in that order, managers/scheduler.py:1960-2110).
+
+    ``chunked_left``: the prompt tokens the request being chunked still has (None: none is); ``waiting``: the
+    prompt tokens of the waiting requests, first come first served; ``room``: how many more requests may run
+    (``max_running_requests`` less the running ones); ``chunk``: ``--chunked-prefill-size`` (None: disabled);
+    ``input_cap_with_chunking``: whether a request that would reach ``--max-prefill-tokens`` waits for the next
+    batch even with chunking on (0.5.9 yes; 0.5.23's ``_select_prefill_admission`` only without chunking).
+
+    Returns (the chunked request's tokens this batch or None, the tokens of each waiting request admitted in
+    order - the last one truncated when the chunk is full -, whether that last one is now the chunked request).
+    Not modelled: the KV pool's budget (``rem_total_tokens``, NO_TOKEN), page rounding, prefix-cache hits (the
+    simulated prompts share no prefix)."""
+    rem_input, rem_chunk = max_prefill_tokens, chunk
+    taken_chunked = None
+    if chunked_left is not None:
+        taken_chunked = min(chunked_left, rem_chunk) if rem_chunk is not None else chunked_left
+        rem_input -= taken_chunked
+        if rem_chunk is not None:
+            rem_chunk -= taken_chunked
+        if taken_chunked < chunked_left:
+            return taken_chunked, [], False  # add_chunked_req: still chunked, and the chunk is full
+    admitted: list[int] = []
+    for tokens in waiting:
+        if len(admitted) + (taken_chunked is not None) >= room:
+            break  # batch_is_full: len(can_run_list) >= get_num_allocatable_reqs(running_bs)
+        listed = admitted or taken_chunked is not None
+        if listed and tokens >= rem_input and (rem_chunk is None or input_cap_with_chunking):
+            break  # AddReqResult.OTHER: the first request may exceed the input cap, the others wait
+        if rem_chunk is None or tokens <= rem_chunk:
+            admitted.append(tokens)
+            rem_input -= tokens
+            if rem_chunk is not None:
+                rem_chunk -= tokens
+        else:
+            if rem_chunk <= 0:
+                break
+            admitted.append(rem_chunk)  # truncated: this request is chunked, and the batch is full
+            return taken_chunked, admitted, True
+        if rem_input <= 0 or (rem_chunk is not None and rem_chunk <= 0):
+            break  # budget_state: OTHER
+    return taken_chunked, admitted, False
+
+
 class Req:
     def __init__(self, prompt_tokens: int, max_new: int, ignore_eos: bool, seed: str, rid: str | None = None,
                  count_in_metrics: bool = True, stream: bool = False, script: list[str] | None = None):
@@ -39,6 +86,7 @@ class Req:
         self.eos_at = None if ignore_eos else 8 + h % 57
         # a scripted answer (gsm8k.script): one text piece per token, then the stop string that ends it
         self.script = script
+        self.prefilled = 0  # prompt tokens prefilled so far (a chunked prefill takes several batches)
         self.out_ids: list[int] = []
         self.created = time.time()
         self.first_token_time = None
@@ -77,9 +125,16 @@ class Req:
 
 class Engine:
     def __init__(self, backend: str, gpu_model: str, max_running: int, max_total_tokens: int,
-                 decode_log_interval: int, log, garbage: bool = False):
+                 decode_log_interval: int, log, garbage: bool = False, max_prefill_tokens: int = 16384,
+                 chunked_prefill_size: int | None = None, input_cap_with_chunking: bool = True):
         self.base, self.alpha, self.prefill_rate = tokenmodel.params(backend, gpu_model)
         self.max_running = max(1, max_running)
+        # the prefill batch's budgets (prefill_admission); a chunk size <= 0 disables chunking, as
+        # Scheduler.__init__ reads --chunked-prefill-size -1
+        self.max_prefill_tokens = max(1, int(max_prefill_tokens))
+        self.chunk = int(chunked_prefill_size) if chunked_prefill_size and chunked_prefill_size > 0 else None
+        self.input_cap_with_chunking = input_cap_with_chunking
+        self.chunked: Req | None = None  # the request whose prompt is being prefilled chunk by chunk
         self.max_total_tokens = max(1, max_total_tokens)
         self.decode_log_interval = max(1, decode_log_interval)
         self.log = log  # callable(kind, **fields)
@@ -142,16 +197,23 @@ class Engine:
         gen_tokens = 0
         while True:
             with self.cond:
-                while not self.stop and not self.waiting and not self.running:
+                while not self.stop and not self.waiting and not self.running and self.chunked is None:
                     clock = None
                     self.cur_batch = None
                     self.cond.wait()
                 if self.stop:
                     return
-                new = []
-                while self.waiting and len(self.running) + len(new) < self.max_running:
-                    new.append(self.waiting.pop(0))
                 n_running = len(self.running)
+                chunked = self.chunked
+                part, admitted, now_chunked = prefill_admission(
+                    chunked.prompt_tokens - chunked.prefilled if chunked is not None else None,
+                    [r.prompt_tokens for r in self.waiting], self.max_running - n_running, self.max_prefill_tokens,
+                    self.chunk, self.input_cap_with_chunking)
+                new = [self.waiting.pop(0) for _ in admitted]
+                batch = ([(chunked, part)] if part is not None else []) + list(zip(new, admitted, strict=True))
+                self.chunked = new[-1] if now_chunked else (chunked if part is not None
+                                                            and part < chunked.prompt_tokens - chunked.prefilled
+                                                            else None)
             now = time.monotonic()
             if clock is None or now - clock > 5.0:
                 # idle (or hopelessly behind): restart the virtual clock.  Shorter stalls of this
@@ -159,10 +221,11 @@ class Engine:
                 clock = now
             if self.crash_hook is not None and self.crash_hook(new):
                 return
-            if new:
-                self.cur_batch = new
+            if batch:
+                reqs = [r for r, _t in batch]
+                self.cur_batch = reqs
                 self.forward_ct += 1
-                tokens = sum(r.prompt_tokens for r in new)
+                tokens = sum(t for _r, t in batch)
                 dt = tokens / self.prefill_rate
                 start = time.perf_counter()
                 for r in new:
@@ -171,16 +234,20 @@ class Engine:
                 self._sleep_until(clock)
                 clock = self._stall(clock)
                 end = time.perf_counter()
-                for r in new:
+                for r, t in batch:
+                    r.prefilled += t
+                # a request with prompt tokens left is not in the running batch yet and emits nothing
+                done = [r for r in reqs if r.prefilled >= r.prompt_tokens]
+                for r in done:
                     r.prefill_end = end
                     r.prefill_finished_ts = time.time()
                 self.last_batch_cuda_graph = False
                 with self.cond:
                     queue_len = len(self.waiting)
                     used, usage = self.token_usage()
-                self.log("prefill", new_seq=len(new), new_tok=tokens, cached=0, usage=usage,
+                self.log("prefill", new_seq=len(batch), new_tok=tokens, cached=0, usage=usage,
                          running=n_running, queue=queue_len)
-                for r in new:
+                for r in done:
                     if r.count_in_metrics:
                         self.stats["prompt_tokens"] += r.prompt_tokens
                     r.first_token_time = time.time()
@@ -188,7 +255,7 @@ class Engine:
                         self.running.append(r)
                     self._emit(r)
                     gen_tokens += 1
-                self._batch_done(new)
+                self._batch_done(done)  # a chunk that leaves prompt tokens sends no output (is_chunked)
                 continue
             with self.cond:
                 batch = list(self.running)

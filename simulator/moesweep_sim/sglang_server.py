@@ -498,7 +498,8 @@ class Server:
         # engine
         self.engine = Engine(self.backend, self.prof.get("gpu_model", "rtx-pro-6000"), self.max_running, tokens,
                              int(a.get("decode_log_interval") or 40), self.engine_log,
-                             garbage=self.fault == "garbage")
+                             garbage=self.fault == "garbage", max_prefill_tokens=max_prefill,
+                             chunked_prefill_size=chunked, input_cap_with_chunking=self.version == "0.5.9")
         self.engine.crash_hook = self.engine_crash_hook
         self.engine.on_output = self.on_output
         stall = faults.LiveFault("stall")
