@@ -15,11 +15,14 @@ sglang 0.5.9 bench_serving, levels 1 8 32 64) with the precision target. Printed
   from the token model, which the measured durations check), plus the same per-point sweep overhead on both sides
   (``--point-overhead-s``, bench/README.md's sweep_wall figure). Goal: at most one third.
 * every level's steady-state figure against the token model's ground truth (reference_profile.expected): its error
-  and whether the truth is inside its 95 % interval (goal: within 2 %, inside), next to bench_serving's whole-run
-  figure's error.
+  and whether the truth is inside its 95 % interval, next to bench_serving's whole-run figure's error. Goal: every
+  error within 2 %, and as many truths inside as 95 % intervals hold: the count inside is not below what 95 %
+  coverage gives with probability 5 % (14 of 16: a 95 % interval misses 1 time in 20 by construction).
 
 The simulated rates are simulation parameters chosen to reproduce the reference deployment's two given figures,
-not measurements. Telemetry is off (the simulated nvidia-smi sampler would only add CPU load on the dev machine).
+not measurements. The profile's GPUs drift as a real H100 was measured to (step time CV 0.3 % over a minute,
+simulator/moesweep_sim/drift.py), seeded per backend with ``--seed``, so a figure differs from the token model by a
+real card's amount. Telemetry is off (the simulated nvidia-smi sampler would only add CPU load on the dev machine).
 CPU-heavy at small time scales (the client parses every streamed token): run one at a time.
 
 Exit status: 0 both goals met, 1 a goal missed, 2 a run failed.
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import tempfile
 from pathlib import Path
@@ -46,13 +50,24 @@ ERROR_GOAL = 0.02
 POINT_OVERHEAD_S = 9.3  # bench/README.md, sweep_wall.py: a point's overhead outside its server and benchmark
 
 
+def coverage_floor(n: int, p: float = 0.95, tail: float = 0.05) -> int:
+    """The least count of ``n`` intervals of coverage ``p`` that still holds the truth with probability >= ``tail``
+    of the binomial's lower tail: fewer inside is evidence that the intervals are too narrow."""
+    cdf = 0.0
+    for k in range(n + 1):
+        cdf += math.comb(n, k) * p ** k * (1 - p) ** (n - k)
+        if cdf >= tail:
+            return k
+    return n
+
+
 def fixed_requests(c: int) -> int:
     return max(5 * c, 16)  # sglang_bench's prompts_per_concurrency 5, min_prompts 16
 
 
 def run_backend(backend: str, a, client, work: Path) -> dict:
     scale = a.time_scale
-    env = ref.env(backend, scale)
+    env = ref.env(backend, scale, seed=a.seed)
     with local_server.SimServer(work / "srv", rates=ref.scaled_rates(backend, scale), time_scale=scale, env=env,
                                 ready_timeout=max(90.0, 3 * ref.START_S * scale)) as srv:
         args = local_server.module_args(srv, client, work / "out", input_len=ref.INPUT_LEN, output_len=ref.OUTPUT_LEN,
@@ -101,6 +116,7 @@ def main() -> int:
     p.add_argument("--concurrency", type=int, nargs="+", default=LEVELS)
     p.add_argument("--backends", nargs="+", default=list(ref.BACKENDS))
     p.add_argument("--point-overhead-s", type=float, default=POINT_OVERHEAD_S)
+    p.add_argument("--seed", type=int, default=1, help="the simulated GPUs' drift course (with the backend's name)")
     p.add_argument("--json", action="store_true")
     a = p.parse_args()
     if not 0 < a.time_scale <= 1 or not 0 < a.precision < 1:
@@ -121,11 +137,13 @@ def main() -> int:
     worst = max(abs(lv["error"]) for lv in figures)
     inside = sum(1 for lv in figures if lv["inside"])
     wall_ok = ratio <= WALL_GOAL
-    error_ok = worst <= ERROR_GOAL and inside == len(figures)
+    floor = coverage_floor(len(figures))
+    error_ok = worst <= ERROR_GOAL and inside >= floor
     if a.json:
         print(json.dumps({"time_scale": a.time_scale, "precision": a.precision, "backends": out,
                           "precise_real_s": precise, "fixed_real_s": fixed, "ratio": ratio,
-                          "worst_error": worst, "inside": inside, "figures": len(figures)}, indent=1))
+                          "worst_error": worst, "inside": inside, "inside_floor": floor,
+                          "figures": len(figures)}, indent=1))
     else:
         print(f"reference-scale profile, time scale {a.time_scale}, precision +-{100 * a.precision:.1f} %, "
               f"levels {a.concurrency}, {ref.INPUT_LEN}/{ref.OUTPUT_LEN} tokens")
@@ -146,7 +164,8 @@ def main() -> int:
               f"fixed default {fixed / 3600:.2f} h: ratio {ratio:.3f} "
               f"(goal <= {WALL_GOAL:.3f}: {'met' if wall_ok else 'MISSED'})")
         print(f"figures against the token model: worst error {100 * worst:.2f} % (goal {100 * ERROR_GOAL:.0f} %), "
-              f"{inside} of {len(figures)} inside their interval ({'met' if error_ok else 'MISSED'})")
+              f"{inside} of {len(figures)} inside their 95 % interval (at least {floor}) "
+              f"({'met' if error_ok else 'MISSED'})")
     return 0 if wall_ok and error_ok else 1
 
 

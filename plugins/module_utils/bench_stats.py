@@ -28,12 +28,21 @@ lag-1 autocorrelation is significant (above ``2 / sqrt(batches)``), the usual ba
 Simulation Modeling and Analysis, ch. 9.5.3). The interval is Student's t on the batch means, at least
 ``MIN_BATCHES`` of them; a round (one bench_serving run) contributes its own batches, so repetitions pool.
 
-What the interval does not see: a closed loop of fixed lengths runs in cohorts (the requests that start together
+What batch means do not see: a closed loop of fixed lengths runs in cohorts (the requests that start together
 prefill together and end together), and a level of one cohort - a sized level's pilot at c >= 5 - has no second
-cohort to compare with: its interval is the spread within the cohort, near zero on a regular server. Offsets that
-shift a whole run (another restart, a loaded host, the client's per-request HTTP time) are outside it too. The
-comparison's precision floor (below) is what keeps them from ordering two points; ``repetitions`` (more rounds,
-other cohorts, pooled) widen the interval to include them.
+cohort to compare with: the spread of its batch means is the spread within the cohort, near zero on a regular
+server. What the next cohort would see differently on real hardware is the GPU itself: at its power cap a card's
+forward step wanders (clocks, temperature), correlated over about a minute. Measured on an H100 at its 700 W cap
+(bench/device/step_drift.py; bench/device/results/step-drift-h100-x1-20261207/): a decode-like step's time varies
+by CV 0.29 % between 10, 30 and 60 s windows, lag-1 0.87 at 10 s and none at 60 s, 20-46 times the standard error
+from inside one window. The interval adds that drift as a second, independent term (``drift_se_rel``): an
+exponentially correlated process of stationary CV ``DRIFT_CV`` and correlation time ``DRIFT_TAU_S`` averaged over
+the level's steady span leaves a relative standard error ``cv * sqrt(2 (u - 1 + e^-u) / u^2)``, ``u = span / tau``
+(the variance of a time average of an Ornstein-Uhlenbeck process). A level long enough that its batch means span
+several minutes already holds some of the drift in their spread, so adding it again is conservative. One card, one
+run: a PCIe card at a lower cap may wander more; ``repetitions`` (more rounds, other cohorts, pooled) measure it.
+Offsets that shift a whole run (another restart, a loaded host, the client's per-request HTTP time) stay outside
+the interval; the comparison's precision floor (below) keeps them from ordering two points.
 
 Percentiles (``percentile_interval``): the distribution-free interval of a quantile from order statistics (the
 binomial ranks around ``n * p``, normal approximation); where the sample cannot bound a side (p99 of 16 samples) that
@@ -59,6 +68,9 @@ Z95 = 1.959964
 MIN_BATCHES = 5
 MAX_BATCHES = 20
 DEFAULT_PRECISION = 0.02
+# The GPU's step-time drift (module docstring): measured CV and correlation time, rounded up.
+DRIFT_CV = 0.003
+DRIFT_TAU_S = 60.0
 PERCENTILES = (50, 90, 99)
 
 # Student's t, two-sided 95 %, by degrees of freedom (beyond the table the nearest smaller entry, conservative).
@@ -143,6 +155,19 @@ def _batches(items, count):
     return [b for b in out if b]
 
 
+def drift_se_rel(span_s, cv=DRIFT_CV, tau_s=DRIFT_TAU_S):
+    """The relative standard error that the GPU's drift leaves in a rate averaged over ``span_s`` seconds: the
+    standard deviation of the time average of a stationary exponentially correlated process (CV ``cv``,
+    correlation time ``tau_s``), ``cv * sqrt(2 (u - 1 + e^-u) / u^2)`` with ``u = span_s / tau_s``; ``cv`` itself
+    for a span much shorter than ``tau_s``, ``cv * sqrt(2 tau / span)`` for a much longer one."""
+    if not cv or cv <= 0:
+        return 0.0
+    u = max(0.0, float(span_s)) / float(tau_s)
+    if u < 1e-4:
+        return float(cv)
+    return float(cv) * math.sqrt(2.0 * (u - 1.0 + math.exp(-u)) / (u * u))
+
+
 def batch_rates(requests, concurrency, max_batches=MAX_BATCHES):
     """The batch means of one round: ``requests`` = [(output tokens, duration s)] of its steady requests in start
     order. Batches halve in number (double in size) while the lag-1 autocorrelation of their means is significant.
@@ -174,10 +199,13 @@ def round_requests(detail, concurrency):
     return used, {"requests": len(ttfts), "steady": len(used), "drained": len(ttfts) - len(steady)}
 
 
-def steady_throughput(rounds, concurrency, max_batches=MAX_BATCHES):
+def steady_throughput(rounds, concurrency, max_batches=MAX_BATCHES, drift_cv=DRIFT_CV, drift_tau_s=DRIFT_TAU_S):
     """The steady-state output throughput of a level over its rounds (bench_serving result lines with their
-    detail): {value, low, high, half_width, half_width_rel, batches, lag1, requests, steady_requests, rounds, method}.
-    ``half_width`` is None with fewer than ``MIN_BATCHES`` batch means (no interval claimed)."""
+    detail): {value, low, high, half_width, half_width_rel, half_width_batches, drift, batches, lag1, requests,
+    steady_requests, rounds, method}. ``half_width`` is the batch means' and the GPU drift's (``drift``: cv, tau_s,
+    the steady span in seconds and the relative standard error it leaves) together, ``sqrt(hw_batches^2 + (z
+    se_drift value)^2)``; None with fewer than ``MIN_BATCHES`` batch means (no interval claimed). ``drift_cv`` 0
+    leaves the drift out."""
     c = max(1, int(concurrency))
     all_used, rates, lags, total = [], [], [], 0
     for detail in rounds:
@@ -188,20 +216,27 @@ def steady_throughput(rounds, concurrency, max_batches=MAX_BATCHES):
             r, lag = batch_rates(used, c, max_batches)
             rates.extend(r)
             lags.append(lag)
+    method = "batch means + GPU drift" if drift_cv else "batch means"
     out = {"value": None, "low": None, "high": None, "half_width": None, "half_width_rel": None,
+           "half_width_batches": None, "drift": None,
            "batches": len(rates), "lag1": max(lags) if lags else None, "requests": total,
-           "steady_requests": len(all_used), "rounds": len(rounds), "method": "batch means", "confidence": CONFIDENCE}
+           "steady_requests": len(all_used), "rounds": len(rounds), "method": method, "confidence": CONFIDENCE}
     dur = sum(d for _o, d in all_used)
     if not all_used or dur <= 0:
         return out
     value = c * sum(o for o, _d in all_used) / dur
     out["value"] = value
+    span = dur / c  # the slots' busy time: the level's steady wall time
+    se_drift = drift_se_rel(span, drift_cv, drift_tau_s)
+    out["drift"] = {"cv": drift_cv, "tau_s": drift_tau_s, "span_s": span, "se_rel": se_drift}
     b = len(rates)
     if b >= MIN_BATCHES:
         mean = sum(rates) / b
         sd = math.sqrt(sum((r - mean) ** 2 for r in rates) / (b - 1))
-        hw = t95(b - 1) * sd / math.sqrt(b)
-        out.update(half_width=hw, half_width_rel=hw / value if value else None, low=value - hw, high=value + hw)
+        hw_b = t95(b - 1) * sd / math.sqrt(b)
+        hw = math.sqrt(hw_b * hw_b + (Z95 * se_drift * value) ** 2)
+        out.update(half_width=hw, half_width_rel=hw / value if value else None, half_width_batches=hw_b,
+                   low=value - hw, high=value + hw)
     return out
 
 

@@ -205,7 +205,9 @@ options:
         requests, then rounds sized from what the rounds so far gave (module_utils bench_stats C(requests_needed)),
         until its interval reaches this or O(level_budget_s) has no room for another round. 0 runs the fixed counts
         (O(prompts_per_concurrency), O(min_prompts)) in one round.
-      - The interval is batch means over the requests that ran while every slot was busy (module_utils bench_stats).
+      - The interval is batch means over the requests that ran while every slot was busy, widened by the GPU's
+        step-time drift over the level's steady span (CV 0.3 %, correlated over 60 s, measured on an H100), which
+        one cohort's requests cannot show (module_utils bench_stats).
     type: float
     default: 0.02
   level_budget_s:

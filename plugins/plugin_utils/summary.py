@@ -1002,7 +1002,8 @@ def table_notes(rows):
                      "the best point has the highest output tok/s there; %s)." % (ref, TIE_RULE))
         if any(r.get("ref_throughput") and r["ref_throughput"].get("half_width") is not None for r in rows):
             notes.append("steady out tok/s: the output throughput while every slot was busy, with its 95 % interval "
-                         "(batch means) and the requests the level ran; *tie*: not distinguishable from the best.")
+                         "(batch means and the GPU's drift) and the requests the level ran; *tie*: not "
+                         "distinguishable from the best.")
     notes.append("A level's cell (c<N> out/total) is bench_serving's output / total token throughput in tok/s when "
                  "every request of the level succeeded on a valid GPU state; `failed` and `invalid` levels have no "
                  "figures.")

@@ -153,6 +153,7 @@ class Engine:
         self.cuda_graph_max_bs = 0  # largest captured decode batch; 0 = CUDA graph disabled
         self._pending: list = []  # (req, event) of the batch in flight, delivered by _batch_done
         self.slowdown = None  # callable() -> decode step time factor (fault hw_slowdown)
+        self.drift = None  # callable(t) -> every step's time factor at clock t (drift.Drift.factor)
         self.last_gen_throughput = 0.0
         self.stats = {"prompt_tokens": 0, "generation_tokens": 0, "requests": 0, "cached_tokens": 0}
         self.busy_until = 0.0
@@ -227,6 +228,8 @@ class Engine:
                 self.forward_ct += 1
                 tokens = sum(t for _r, t in batch)
                 dt = tokens / self.prefill_rate
+                if self.drift is not None:
+                    dt *= self.drift(clock)
                 start = time.perf_counter()
                 for r in new:
                     r.forward_entry = r.prefill_start = start
@@ -265,6 +268,8 @@ class Engine:
             dt = tokenmodel.step_time(n, self.base, self.alpha)
             if self.slowdown is not None:
                 dt *= self.slowdown()
+            if self.drift is not None:
+                dt *= self.drift(clock)
             clock += dt
             self._sleep_until(clock)
             clock = self._stall(clock)

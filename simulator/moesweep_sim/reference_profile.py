@@ -8,9 +8,14 @@ Runnable time-scaled: ``env(backend, time_scale)`` gives the simulator's overrid
 ``time_scale`` times real time (phases ``time_scale`` times as long, every token rate ``1 / time_scale`` times as
 fast), so a sweep measured at ``time_scale`` projects to real time by dividing its server and request time by it.
 ``expected(backend, concurrency)`` is the token model's closed-loop throughput in real time: the ground truth.
+
+Its GPUs drift as a real card does (``drift.py``: step time CV 0.3 % correlated over 60 s, measured on an H100), so
+one cohort's figure is off the token model's by a real card's amount, which the benchmark's interval has to hold.
 """
 
 from __future__ import annotations
+
+import zlib
 
 from . import tokenmodel
 
@@ -21,6 +26,9 @@ PHASES_S = {"init": 10.0, "dist": 5.0, "load": 150.0, "kv": 5.0, "capture": 30.0
 BASE_DECODE = 20.0  # tok/s per request at batch 1
 PREFILL = 4000.0  # tok/s
 TARGET_C64 = 225.0
+# The step-time drift (drift.py), real seconds: bench/device/results/step-drift-h100-x1-20261207/ rounded up.
+DRIFT_CV = 0.003
+DRIFT_TAU_S = 60.0
 
 
 def _alpha_for(target: float, concurrency: int = 64, base: float = BASE_DECODE, prefill: float = PREFILL) -> float:
@@ -49,11 +57,16 @@ def scaled_rates(backend: str, time_scale: float) -> tuple[float, float, float]:
     return base / time_scale, alpha, prefill / time_scale
 
 
-def env(backend: str, time_scale: float) -> dict[str, str]:
-    """The simulator's environment for this profile at ``time_scale``."""
+def env(backend: str, time_scale: float, seed: int | None = 1) -> dict[str, str]:
+    """The simulator's environment for this profile at ``time_scale``; ``seed`` (with the backend's name) fixes the
+    drift's course, None leaves it to chance."""
     base, alpha, prefill = scaled_rates(backend, time_scale)
+    drift = f"{DRIFT_CV!r},{DRIFT_TAU_S * time_scale!r}"
+    if seed is not None:
+        drift += f",{zlib.crc32(f'{backend}:{seed}'.encode())}"
     out = {"MOESWEEP_SIM_TIME_SCALE": str(time_scale), "MOESWEEP_SIM_DECODE_RATE": repr(base),
-           "MOESWEEP_SIM_DECODE_ALPHA": repr(alpha), "MOESWEEP_SIM_PREFILL_RATE": repr(prefill)}
+           "MOESWEEP_SIM_DECODE_ALPHA": repr(alpha), "MOESWEEP_SIM_PREFILL_RATE": repr(prefill),
+           "MOESWEEP_SIM_STEP_DRIFT": drift}
     out.update({f"MOESWEEP_SIM_PHASE_{name.upper()}_S": repr(s * time_scale) for name, s in PHASES_S.items()})
     return out
 

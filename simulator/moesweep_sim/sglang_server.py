@@ -23,7 +23,7 @@ import threading
 import time
 import urllib.request
 
-from . import config_file, failure_model, faults, gpustate, moe_resolution, multinode, sgl_cli
+from . import config_file, drift, failure_model, faults, gpustate, moe_resolution, multinode, sgl_cli
 from . import templates as T
 from .engine import Engine
 from .http_api import Handler, HTTPServer, health_check_timeout
@@ -507,6 +507,8 @@ class Server:
         self.engine.stalled = (lambda: stall() or rv.broken.is_set()) if rv is not None else stall
         self.engine.cuda_graph_max_bs = max(bs_list) if bs_list else 0
         self.engine.slowdown = self.state.slowdown_factor
+        gpu_drift = drift.from_env()
+        self.engine.drift = gpu_drift.factor if gpu_drift is not None else None
         self.last_prefill_stats_tic = time.perf_counter()
         self.last_prefill_tokens = 0
         Log.write(f"[moesweep-sim] the MoE layers run the {self.backend} runner\n")

@@ -27,3 +27,11 @@ def test_level_seconds_is_whole_cohorts():
     assert one == pytest.approx(64 * 1024 / ref.expected("auto", 64))
     assert ref.level_seconds("auto", 64, 320) == pytest.approx(5 * one)
     assert ref.level_seconds("auto", 4, 5) > ref.level_seconds("auto", 4, 4)
+
+
+def test_time_scaled_drift_keeps_its_real_correlation_time():
+    env = ref.env("triton", 0.1)
+    cv, tau, seed = env["MOESWEEP_SIM_STEP_DRIFT"].split(",")
+    assert float(cv) == ref.DRIFT_CV and float(tau) == pytest.approx(ref.DRIFT_TAU_S * 0.1)
+    assert env == ref.env("triton", 0.1) and seed != ref.env("auto", 0.1)["MOESWEEP_SIM_STEP_DRIFT"].split(",")[2]
+    assert len(ref.env("triton", 0.1, seed=None)["MOESWEEP_SIM_STEP_DRIFT"].split(",")) == 2

@@ -45,7 +45,23 @@ def test_steady_throughput_is_the_token_models_closed_loop_rate():
     thr = bst.steady_throughput([d], 8)
     assert thr["value"] == pytest.approx(expected(8, 64, 0.03, 0.2), rel=1e-9)
     assert thr["steady_requests"] == 40 and thr["requests"] == 40 and thr["batches"] >= bst.MIN_BATCHES
-    assert thr["half_width"] == pytest.approx(0.0, abs=1e-6)
+    # a server without noise: the batch means agree, and the interval is the GPU drift's alone
+    assert thr["half_width_batches"] == pytest.approx(0.0, abs=1e-6)
+    span = 40 * (0.2 + 63 * 0.03) / 8
+    assert thr["drift"]["span_s"] == pytest.approx(span)
+    assert thr["half_width"] == pytest.approx(bst.Z95 * bst.drift_se_rel(span) * thr["value"], rel=1e-6)
+    assert thr["method"] == "batch means + GPU drift"
+    off = bst.steady_throughput([d], 8, drift_cv=0)
+    assert off["half_width"] == pytest.approx(0.0, abs=1e-6) and off["method"] == "batch means"
+
+
+def test_drift_se_is_the_time_average_of_an_exponentially_correlated_process():
+    # short spans keep the whole CV, long ones average it down as sqrt(2 tau / span)
+    assert bst.drift_se_rel(0.0) == bst.DRIFT_CV
+    assert bst.drift_se_rel(0.6) == pytest.approx(bst.DRIFT_CV, rel=0.01)
+    assert bst.drift_se_rel(60.0) == pytest.approx(bst.DRIFT_CV * math.sqrt(2 * math.exp(-1)), rel=1e-9)
+    assert bst.drift_se_rel(60000.0) == pytest.approx(bst.DRIFT_CV * math.sqrt(2 * 60 / 60000.0), rel=0.01)
+    assert bst.drift_se_rel(300.0, cv=0) == 0.0
 
 
 def test_interval_holds_the_truth_and_narrows_with_more_requests():
