@@ -722,7 +722,8 @@ def parse_smi_list(text):
     """``nvidia-smi -L``: ``GPU 0: NVIDIA H200 (UUID: GPU-...)`` lines (MIG devices indented beneath).
 
     The ``(UUID: ...)`` part is required, so a wrapper's ``GPU 0: <name>`` list (torch's, in vLLM's
-    collect_env) is not taken for it. Returns ``{'gpus': [{index, name}], 'mig_devices': n}``."""
+    collect_env) is not taken for it. Returns ``{'gpus': [{index, name[, mig_mode]}], 'mig_devices': n}``: a GPU
+    with MIG devices beneath is in MIG mode (they exist only then); -L does not show the mode of the others."""
     gpus = []
     mig = 0
     for line in strip_ansi(text).splitlines():
@@ -731,6 +732,8 @@ def parse_smi_list(text):
             gpus.append({"index": int(m.group(1)), "name": m.group(2).strip()})
         elif _LIST_MIG_RE.match(line):
             mig += 1
+            if gpus:
+                gpus[-1]["mig_mode"] = True
     return {"gpus": gpus, "mig_devices": mig}
 
 
@@ -1013,7 +1016,12 @@ def parse_query_gpu_blocks(text):
             pending = cmd.group(1).split(",") if fmt and "noheader" in fmt.group(1) else None
             continue
         cells = _split_csv_line(line)
-        if len(cells) < 2 and not (pending and len(pending) == 1):
+        # one column: a one-field query's header (--query-gpu=compute_cap --format=csv prints "compute_cap" then
+        # "8.9"), its rows, or a noheader row of a one-field command line
+        one_column = len(cells) == 1 and ((pending and len(pending) == 1)
+                                          or (state["names"] is not None and len(state["names"]) == 1)
+                                          or _csv_header(cells) is not None)
+        if len(cells) < 2 and not one_column:
             flush()
             continue
         header = _csv_header(cells)

@@ -233,6 +233,14 @@ def test_topo_shifted_row_is_left_out_not_misread():
         ("topo-collect-env-tabs-6nics-vllm-9763.txt", 4, "nvlink", "0-31,64-95", "0"),
         ("topo-nv18-10nics-vllm-29944.txt", 5, "nvlink", "0-55,112-167", "0"),
         ("topo-8x4090-all-sys-nic-rows-go-gpuallocator-17.txt", 8, "pcie-sys", "0-55,112-167", "0"),
+        # the header glues the last NIC to the affinity column: "NIC11CPU Affinity"
+        ("topo-collect-env-b200-header-glued-nic11cpu-vllm-20862.txt", 4, "nvlink", "0-27,112-139", "0"),
+        # CPU affinity as comma lists, NUMA ids 3 / 1 / 7 / 5
+        ("topo-4x-h100-nv6-cpu-lists-nic-rows-nccl-1617.txt", 4, "nvlink", "6,14,22,30", "3"),
+        # V100 hybrid cube-mesh: NV1 / NV2 between some pairs, SYS between others
+        ("topo-collect-env-v100-nv1-nv2-sys-column0-header-vllm-5727.txt", 3, "mixed", "0-23,48-71", "0"),
+        # four NUMA nodes of 28 CPUs, narrow affinity cells
+        ("topo-collect-env-b200-four-numa-nodes-unsloth-3872.txt", 5, "nvlink", "0-27", "0"),
     ],
 )
 def test_topo_public_matrices(name, rows, summary, cpu0, numa0):
@@ -400,6 +408,29 @@ def test_saved_output_conflicts_are_reported():
         ("table-580-rtx3060-arm-pci-domain1-pi-pcie-790.txt", 1, "580.95.05", "13.0", "8.6", "single"),
         ("topo-8x4090-all-sys-nic-rows-go-gpuallocator-17.txt", 8, None, None, None, "pcie"),
         ("topo-nv18-10nics-vllm-29944.txt", 8, None, None, None, "nvlink"),
+        # DGX Spark: GB10 (12.1), no power cap, memory "Not Supported"
+        (
+            "table-580-gb10-dgx-spark-memory-not-supported-arctictraining-345.txt",
+            1,
+            "580.126.09",
+            "13.0",
+            "12.1",
+            "single",
+        ),
+        # WSL2: the Linux nvidia-smi 570.124.06 over the Windows driver 572.70; the driver's version counts
+        ("table-wsl-smi-570-driver-572-rtx5090-flash-attention-1563.txt", 1, "572.70", "12.8", "12.0", "single"),
+        # RTX 6000D: not on NVIDIA's compute capability table, so none is given; 2 of the 16 GPUs in the excerpt
+        ("table-590-rtx6000d-2-of-16-prose-aikitoria-20.txt", 2, "590.44.01", "13.1", None, None),
+        # an RTX 5090 (12.0) and an RTX 4090 (8.9): no single compute capability
+        ("table-580-rtx5090-rtx4090-mixed-aikitoria-p2p-5.txt", 2, "580.82.09", "13.0", None, None),
+        ("list-4x-a100-mig-on-gpu0-telegraf-5812.txt", 4, None, None, "8.0", None),
+        ("query-gpu-compute-cap-only-with-header-dfdx-619.txt", 1, None, None, "8.9", "single"),
+        ("query-gpu-compute-cap-only-noheader-4gpus-aitemplate-330.txt", 4, None, None, "8.6", None),
+        ("topo-4x-l40s-pcie-only-nic-rows-nic-legend-miss-alignment-106.txt", 4, None, None, None, "pcie"),
+        ("topo-collect-env-b200-header-glued-nic11cpu-vllm-20862.txt", 8, None, None, None, "nvlink"),
+        ("topo-4x-h100-nv6-cpu-lists-nic-rows-nccl-1617.txt", 4, None, None, None, "nvlink"),
+        ("topo-collect-env-v100-nv1-nv2-sys-column0-header-vllm-5727.txt", 8, None, None, None, "mixed"),
+        ("topo-collect-env-b200-four-numa-nodes-unsloth-3872.txt", 8, None, None, None, "nvlink"),
     ],
 )
 def test_saved_output_public_samples(name, count, driver, cuda, cap, interconnect):
@@ -548,6 +579,13 @@ def test_telemetry_loops_are_query_gpu_output_that_names_no_gpu():
         ("topo-pcie-only-2x5090-club-3090-1229.txt", ["GPU0", "GPU1"], "pcie-phb", ["GPU0", "GPU1"]),
         # Markdown-indented, the p2p matrix (NS / X) after it is not read as links
         ("topo-markdown-indented-p2p-after-club-3090-1125.txt", ["GPU0", "GPU1"], "pcie-node", ["GPU0", "GPU1"]),
+        # 4 GPUs (L40S per the issue) on two sockets, the NIC rows and the "NIC Legend:" after the legend
+        (
+            "topo-4x-l40s-pcie-only-nic-rows-nic-legend-miss-alignment-106.txt",
+            ["GPU0", "GPU1", "GPU2", "GPU3", "NIC0", "NIC1"],
+            "pcie-sys",
+            ["GPU0", "GPU1", "GPU2", "GPU3", "NIC0", "NIC1"],
+        ),
     ],
 )
 def test_topo_layouts_without_nvlink(name, devices, detail, rows):
@@ -679,6 +717,118 @@ def test_q_rows_grepped_out_of_their_gpu_block():
     full = n.parse_smi_q(read("q-450-a100-x8-mig-disabled-k8s-device-plugin-343.txt"))
     assert full["gpus"][0]["pci_bus_id"] and full["gpus"][0]["name"] == "A100-SXM4-40GB"
 
+
+# ---- R570-R590, Blackwell, GB10, WSL, MIG in -L, one-field queries, more topologies --------------------------------
+
+
+def test_table_gb10_dgx_spark_no_power_cap_and_memory_not_supported():
+    # DGX Spark: unified memory, so NVML gives no framebuffer size ("Not Supported") and no power cap ("3W /  N/A")
+    gpu = n.parse_smi_table(read("table-580-gb10-dgx-spark-memory-not-supported-arctictraining-345.txt"))["gpus"]
+    assert [(g["index"], g["name"], g["pci_bus_id"], g["persistence_mode"]) for g in gpu] == [
+        (0, "NVIDIA GB10", "0000000F:01:00.0", True)
+    ]
+    assert (gpu[0]["power_limit_w"], gpu[0]["memory_total_mib"], gpu[0]["memory_used_mib"], gpu[0]["mig_mode"]) == (
+        None,
+        None,
+        None,
+        None,
+    )
+    f = facts("table-580-gb10-dgx-spark-memory-not-supported-arctictraining-345.txt")
+    assert (f["gpu_count"], f["compute_cap"], f["sm"], f["mig"]) == (1, "12.1", "sm121", None)
+    assert (f["driver_version"], f["cuda_version"]) == ("580.126.09", "13.0")
+
+
+def test_table_wsl_linux_tool_over_a_windows_driver():
+    text = read("table-wsl-smi-570-driver-572-rtx5090-flash-attention-1563.txt")
+    assert n.parse_smi_header(text) == {"smi_version": "570.124.06", "driver_version": "572.70", "cuda_version": "12.8"}
+    gpu = n.parse_smi_table(text)["gpus"]
+    assert [(g["name"], g["pci_bus_id"], g["power_limit_w"], g["memory_total_mib"]) for g in gpu] == [
+        ("NVIDIA GeForce RTX 5090", "00000000:0B:00.0", 600, 32607)
+    ]
+    f = facts("table-wsl-smi-570-driver-572-rtx5090-flash-attention-1563.txt")
+    assert (f["gpu_count"], f["compute_cap"], f["sm"]) == (1, "12.0", "sm120")
+
+
+def test_table_rtx6000d_excerpt_two_of_sixteen():
+    gpus = n.parse_smi_table(read("table-590-rtx6000d-2-of-16-prose-aikitoria-20.txt"))["gpus"]
+    assert [(g["index"], g["name"], g["pci_bus_id"]) for g in gpus] == [
+        (0, "NVIDIA RTX 6000D", "00000000:13:00.0"),
+        (1, "NVIDIA RTX 6000D", "00000000:14:00.0"),
+    ]
+    assert [(g["power_limit_w"], g["memory_total_mib"]) for g in gpus] == [(600, 85651), (600, 85651)]
+    assert [g["mig_mode"] for g in gpus] == [False, None]  # GPU 1's MIG line is cut in the issue
+    f = facts("table-590-rtx6000d-2-of-16-prose-aikitoria-20.txt")
+    assert f["gpu_count"] == 2 and f["mig"] is None  # known for GPU 0 only
+    # not "RTX 6000 Ada" (8.9), and not on NVIDIA's table: no compute capability guessed
+    assert [g["compute_cap"] for g in f["gpus"]] == [None, None]
+
+
+def test_table_two_gpu_models_r580():
+    f = facts("table-580-rtx5090-rtx4090-mixed-aikitoria-p2p-5.txt")
+    assert [(g["name"], g["compute_cap"], g["sm"], g["power_limit_w"], g["memory_total_mib"]) for g in f["gpus"]] == [
+        ("NVIDIA GeForce RTX 5090", "12.0", "sm120", 600, 32607),
+        ("NVIDIA GeForce RTX 4090", "8.9", "sm89", 525, 24564),
+    ]
+    assert f["mixed_models"] is True and (f["compute_cap"], f["sm"]) == (None, None)
+    assert f["interconnect"] is None and f["mig"] is None
+
+
+def test_list_mig_devices_sit_under_their_gpu():
+    # `nvidia-smi -L`: four 1g.20gb MIG devices under GPU 0, none under GPUs 1-3
+    f = facts("list-4x-a100-mig-on-gpu0-telegraf-5812.txt")
+    assert f["formats"] == ["list"] and f["gpu_count"] == 4
+    assert f["gpu_models"] == ["NVIDIA A100-SXM4-80GB"] and f["compute_cap"] == "8.0"
+    assert (f["mig"], f["mig_devices"]) == (True, 4)
+    # MIG devices exist only on a GPU in MIG mode: GPU 0's is on; the others' is not shown by -L
+    assert [g["mig"] for g in f["gpus"]] == [True, None, None, None]
+
+
+def test_query_gpu_of_the_compute_cap_field_alone_with_its_header():
+    # one field, with its header: one GPU, 8.9 as printed
+    f = facts("query-gpu-compute-cap-only-with-header-dfdx-619.txt")
+    assert f["formats"] == ["query-gpu"] and f["gpu_count"] == 1
+    assert [(g["compute_cap"], g["compute_cap_source"]) for g in f["gpus"]] == [("8.9", "nvidia-smi")]
+    assert f["sm"] == "sm89"
+
+
+def test_query_gpu_of_the_compute_cap_field_alone_noheader():
+    # one field, noheader, after its command line: four GPUs
+    f = facts("query-gpu-compute-cap-only-noheader-4gpus-aitemplate-330.txt")
+    assert f["formats"] == ["query-gpu"] and f["gpu_count"] == 4
+    assert [(g["index"], g["compute_cap"], g["compute_cap_source"]) for g in f["gpus"]] == [
+        (i, "8.6", "nvidia-smi") for i in range(4)
+    ]
+
+
+def test_topo_more_layouts_read_cell_by_cell():
+    l40s = n.parse_topo_matrix_details(read("topo-4x-l40s-pcie-only-nic-rows-nic-legend-miss-alignment-106.txt"))
+    assert l40s["links"]["GPU0"]["GPU1"] == "NODE" and l40s["links"]["GPU1"]["GPU2"] == "SYS"
+    assert l40s["links"]["NIC0"]["GPU2"] == "NODE" and l40s["links"]["NIC1"]["NIC0"] == "PIX"
+    assert l40s["cpu_affinity"]["GPU2"] == "96-191,288-383" and l40s["numa_affinity"]["GPU3"] == "1"
+    assert l40s["gpu_numa_id"] == {"GPU0": None, "GPU1": None, "GPU2": None, "GPU3": None}
+    glued = n.parse_topo_matrix_details(read("topo-collect-env-b200-header-glued-nic11cpu-vllm-20862.txt"))
+    assert glued["header"] is True and glued["warnings"] == []
+    assert glued["devices"] == [f"GPU{i}" for i in range(8)] + [f"NIC{i}" for i in range(12)]
+    assert glued["links"]["GPU1"]["NIC3"] == "PIX" and glued["links"]["GPU3"]["NIC11"] == "SYS"
+    assert glued["cpu_affinity"]["GPU2"] == "28-55,140-167" and glued["numa_affinity"]["GPU2"] == "1"
+    h100 = n.parse_topo_matrix_details(read("topo-4x-h100-nv6-cpu-lists-nic-rows-nccl-1617.txt"))
+    assert h100["numa_affinity"] == {"GPU0": "3", "GPU1": "1", "GPU2": "7", "GPU3": "5"}
+    assert h100["cpu_affinity"]["GPU3"] == "5,13,21,29" and h100["links"]["NIC3"]["GPU3"] == "PIX"
+    assert n.summarise_interconnect(h100) == ("nvlink", {"nvlink": 6})
+    v100 = n.parse_topo_matrix_details(read("topo-collect-env-v100-nv1-nv2-sys-column0-header-vllm-5727.txt"))
+    assert v100["header"] is True and v100["warnings"] == []
+    assert (v100["links"]["GPU0"]["GPU1"], v100["links"]["GPU0"]["GPU2"], v100["links"]["GPU0"]["GPU4"]) == (
+        "NV1",
+        "NV2",
+        "SYS",
+    )
+    assert v100["links"]["GPU2"]["GPU5"] == "NV1" and v100["links"]["GPU2"]["NIC1"] == "PIX"
+    f = facts("topo-collect-env-v100-nv1-nv2-sys-column0-header-vllm-5727.txt")
+    assert (f["gpu_count"], f["interconnect"], f["interconnect_detail"]) == (8, "mixed", "mixed")
+    b200 = n.parse_topo_matrix_details(read("topo-collect-env-b200-four-numa-nodes-unsloth-3872.txt"))
+    assert len(b200["devices"]) == 17 and b200["devices"][-1] == "NIC8"
+    assert b200["numa_affinity"] == {"GPU0": "0", "GPU1": "0", "GPU2": "1", "GPU3": "1", "GPU4": "2"}
+    assert b200["cpu_affinity"]["GPU4"] == "56-83" and b200["links"]["GPU4"]["NIC4"] == "PIX"
 
 
 def test_every_public_sample_is_cited():
