@@ -229,7 +229,11 @@ _CRASH_MARKERS = (
     # torch's NCCL watchdog (ProcessGroupNCCL.cpp): a collective past its timeout, or a CUDA error the watchdog
     # thread caught, tears the process down (TORCH_NCCL_ASYNC_ERROR_HANDLING, on by default) through
     # std::terminate: "terminate called after throwing an instance of 'c10::DistBackendError'" then abort.
-    re.compile(r"[Ww]atchdog caught collective operation timeout|[Ww]atchdog thread terminated with exception"),
+    # Since torch 2.5 the watchdog also logs "[PG ID 0 PG GUID 0(default_pg) Rank 1]  failure detected by watchdog
+    # at work sequence id: 2635 PG status: ..." for any failed work, error or timeout (ProcessGroupNCCL.cpp
+    # Watchdog::runLoop, LOG(ERROR) when work.exception()), before it tears the process down.
+    re.compile(r"[Ww]atchdog caught collective operation timeout|[Ww]atchdog thread terminated with exception|"
+               r"failure detected by watchdog at work sequence id"),
     # its heartbeat monitor, when the watchdog itself hangs: "Heartbeat monitor timed out! Process will be terminated
     # after dumping debug info." then a fatal "ProcessGroupNCCL's watchdog got stuck for 600 seconds ..."
     re.compile(r"Heartbeat monitor timed out! Process will be terminated|watchdog got stuck for \d+ seconds"),
@@ -370,7 +374,8 @@ _CAUSE_PATTERNS = (
         "nccl",
         re.compile(
             r"NCCL error|ncclCommInitRank|NCCL WARN|ProcessGroupNCCL(?!\.cpp)|DistBackendError|nccl\w*Error|"
-            r"gloo|collective operation timeout|Connection closed by peer|init_process_group|"
+            r"gloo|collective operation timeout|failure detected by watchdog at work sequence id|"
+            r"Connection closed by peer|init_process_group|"
             r"custom_all_reduce|TCPStore|dist-init-addr|Heartbeat monitor timed out|collective timeout|"
             # torch.distributed's rendezvous store: TCPStore.cpp raises DistStoreError "Timed out after 601 seconds
             # waiting for clients. 1/4 clients joined." (https://github.com/sgl-project/sglang/issues/507),
@@ -397,9 +402,11 @@ _WARMUP_CAUSE_RE = re.compile(r"Initialization failed\. warmup error")
 # code is -9 (SIGKILL), a common cause is the OS OOM killer. ..." -- that hint names -9 whatever the code was;
 # utils/watchdog.py SubprocessWatchdog "... crashed with exit code -11"), systemd "status=11/SEGV", and the
 # shell and Python name the signal. SIGKILL is "killed" (the OOM killer, or someone), SIGSEGV "segfault",
-# SIGABRT "aborted" (std::terminate, a failed C++ check, glibc); another signal is "killed".
+# SIGABRT "aborted" (std::terminate, a failed C++ check, glibc); SIGQUIT is sglang's own teardown (a scheduler that
+# hit an exception SIGQUITs its parent, 0.5.9 / 0.5.23 managers/scheduler.py run_scheduler_process, so a DP
+# controller dies with -3): no cause of its own, the exception before it is the cause; another signal is "killed".
 _EXIT_CODE_RE = re.compile(r"[Ee]xit code:? (-\d+)\b|status=(\d+)/[A-Z]+")
-_SIGNAL_CAUSES = {9: "killed", 11: "segfault", 6: "aborted"}
+_SIGNAL_CAUSES = {9: "killed", 11: "segfault", 6: "aborted", 3: None}
 _SIGNAL_WORDS = (
     (
         "segfault",
