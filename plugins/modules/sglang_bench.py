@@ -304,8 +304,9 @@ levels:
       C(invalid), C(wall_s), C(rounds) (each bench_serving run of the level - C(num_prompts), C(completed),
       C(duration), C(output_throughput), C(ok); C(num_prompts) of the level is their sum, C(figures) the longest
       round's), C(stats) (module_utils bench_stats C(level_stats) - C(steady_output_throughput) with C(value),
-      C(low), C(high), C(half_width), C(half_width_rel), C(batches), C(requests), C(steady_requests), C(rounds),
-      C(method); C(latency) TTFT / ITL / TPOT C(n) and C(p50) / C(p90) / C(p99) each with C(value), C(low), C(high)
+      C(low), C(high), C(half_width), C(half_width_rel), C(half_width_batches) (the batch means' part),
+      C(drift) (the GPU drift's part - C(cv), C(tau_s), C(span_s), C(se_rel)), C(batches), C(requests),
+      C(steady_requests), C(rounds), C(method); C(latency) TTFT / ITL / TPOT C(n) and C(p50) / C(p90) / C(p99) each with C(value), C(low), C(high)
       in ms; C(precision_target), C(precision_reached), C(precise), C(sized), C(ended_by)).
   returned: always
   type: list
