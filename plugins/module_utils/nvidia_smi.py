@@ -119,12 +119,13 @@ def to_number(value):
 
 
 def detect_driver_failure(stdout, stderr=""):
-    """Return the nvidia-smi failure text (first matching line, stripped) or None."""
+    """Return the nvidia-smi failure text (the first matching line from where nvidia-smi's message begins, so a
+    wrapper's prefix such as a CI task's ``[task ...] [nvidia-smi(stdout)]`` is left out) or None."""
     for stream in (stdout or "", stderr or ""):
         for line in stream.splitlines():
             for pattern in DRIVER_FAILURE_PATTERNS:
                 if pattern in line:
-                    return line.strip()
+                    return line[line.index(pattern):].strip()
     return None
 
 
@@ -819,12 +820,30 @@ def parse_smi_q(text):
         )
         total = to_number(rows.get("fb memory usage/total"))
         gpu["memory_total_mib"] = total if isinstance(total, int) else None
-        limit = to_number(rows.get("gpu power readings/max power limit") or rows.get("power readings/max power limit"))
+        readings = {key: rows.get("gpu power readings/" + key) or rows.get("power readings/" + key)
+                    for key in _POWER_LIMIT_KEYS}
+        limit = to_number(_power_limit_in_force(readings))
         gpu["power_limit_w"] = limit if isinstance(limit, (int, float)) else None
     return result
 
 
 _XML_ESCAPED_RE = re.compile(r"(?:&lt;|<)nvidia_smi_log(?:&gt;|[\s>])")
+
+
+_POWER_LIMIT_KEYS = ("enforced power limit", "current power limit", "power limit")
+
+
+def _power_limit_in_force(readings):
+    """The power limit in force from ``-q`` / ``-q -x`` power readings (``readings``: ``_POWER_LIMIT_KEYS``, lower
+    case, spaces for the XML's underscores, -> the value read): the enforced limit (older drivers' "Enforced Power
+    Limit", the least of every limit set), else the current one (R535+'s "Current Power Limit"), else the plain
+    "Power Limit" of older drivers. Never "Max Power Limit": that is how far the limit may be raised (a card capped
+    at 500 W of 700 W reads 700 there)."""
+    for key in _POWER_LIMIT_KEYS:
+        value = readings.get(key)
+        if value is not None and not is_na(value):
+            return value
+    return None
 
 
 def _xml_text(chunk, tag):
@@ -860,7 +879,8 @@ def parse_smi_xml(text):
         mig_part = chunk.split("<mig_devices>", 1)
         own = mig_part[0] + (mig_part[1].split("</mig_devices>", 1)[-1] if len(mig_part) > 1 else "")
         fb = re.search(r"<fb_memory_usage>\s*<total>\s*(\d+) MiB", own)
-        power = to_number(_xml_text(own, "max_power_limit"))
+        readings = {key: _xml_text(own, key.replace(" ", "_")) for key in _POWER_LIMIT_KEYS}
+        power = to_number(_power_limit_in_force(readings))
         result["gpus"].append(
             {
                 "pci_bus_id": bus.group(1).upper() if bus else None,

@@ -837,3 +837,127 @@ def test_every_public_sample_is_cited():
     assert len(samples) >= 45
     for name in samples:
         assert f"`{name}`" in sources, name
+
+
+# ---- round 2: driver failures, power limits in -q, PCIe-only topologies, a sampling loop, Windows -q ---------------
+
+FAIL = FIX / "driver-failure"
+HC = FIXTURES / "host_checks"
+
+
+@pytest.mark.parametrize(
+    "name,failure",
+    [
+        # Synology NAS, Tesla P4: the handle of the one GPU cannot be had
+        ("device-handle-unknown-error-synology-syno-22.txt",
+         "Unable to determine the device handle for GPU0000:07:00.0: Unknown Error"),
+        # Windows cmd, the console wrapped the message after "Reboot"
+        ("device-handle-gpu-lost-windows-wrapped-darknet-86.txt",
+         "Unable to determine the device handle for GPU 0000:03:00.0: GPU is lost."),
+        # RTX 5090 whose adapter did not initialise (syslog lines after it)
+        ("no-devices-found-rtx5090-syslog-ogkm-862.txt", "No devices were found"),
+        # R580: the mismatch with the library-version line newer drivers add, then /proc's kernel module line
+        ("nvml-mismatch-580-library-line-proc-version-truenas-19.txt",
+         "Failed to initialize NVML: Driver/library version mismatch"),
+        # a CI task log that prefixes every line: nvidia-smi's own text is behind "[nvidia-smi(stdout)] "
+        ("nvml-mismatch-550-task-log-prefixed-mozilla-translations-1167.txt",
+         "Failed to initialize NVML: Driver/library version mismatch"),
+    ],
+)  # fmt: skip
+def test_driver_failures_round_2(name, failure):
+    text = (FAIL / name).read_text(encoding="utf-8")
+    found = n.detect_driver_failure(text)
+    assert found is not None and found.startswith(failure)
+    f = n.merge_saved_outputs([n.read_saved_output(text)])
+    assert f["driver_failure"] and f["gpu_count"] is None and f["gpus"] == []
+    assert f["formats"] == ["driver-failure"]
+
+
+@pytest.mark.parametrize(
+    "name,attached,driver,cuda,bus,limit",
+    [
+        # R595, first of 4 GPUs: "Current Power Limit 500.00 W" under "Max Power Limit 700.00 W" (a user cap)
+        ("q-power-capped-500-of-700-stackhpc-975.txt", 4, "595.71.05", "13.2", "00000000:06:00.0", 500.0),
+        # R590 laptop GPU: current = default 35 W, max 95 W
+        ("q-power-default-below-max-ogkm-483.txt", 1, "590.48.01", "13.1", "00000000:01:00.0", 35.0),
+    ],
+)
+def test_q_power_limit_is_the_one_in_force_not_the_max(name, attached, driver, cuda, bus, limit):
+    # the public `-q -d power` excerpts the host checks read (tests/fixtures/host_checks/SOURCES.md); power_limit_w
+    # means what the table's "Pwr:Usage/Cap" and --query-gpu's power.limit print: the limit in force
+    text = (HC / name).read_text(encoding="utf-8")
+    q = n.parse_smi_q(text)
+    assert q["attached_gpus"] == attached
+    assert [(g["pci_bus_id"], g["power_limit_w"]) for g in q["gpus"]] == [(bus, limit)]
+    f = n.merge_saved_outputs([n.read_saved_output(text)])
+    assert (f["gpu_count"], f["driver_version"], f["cuda_version"]) == (attached, driver, cuda)
+    assert f["gpus"][0]["power_limit_w"] == limit
+
+
+def test_topo_five_gpus_node_and_phb_then_the_p2p_matrix():
+    text = read("topo-5x-node-phb-tabs-then-p2p-p-ok-aikitoria-13.txt")
+    topo = n.parse_topo_matrix_details(text)
+    assert topo["header"] is True and topo["warnings"] == []
+    assert topo["devices"] == [f"GPU{i}" for i in range(5)]
+    assert sorted(topo["links"]) == [f"GPU{i}" for i in range(5)]  # the -p2p rows ("OK") are not links
+    assert topo["links"]["GPU0"] == {"GPU0": "X", "GPU1": "NODE", "GPU2": "NODE", "GPU3": "NODE", "GPU4": "NODE"}
+    assert topo["links"]["GPU3"]["GPU4"] == "PHB" and topo["links"]["GPU4"]["GPU3"] == "PHB"
+    assert topo["cpu_affinity"] == {f"GPU{i}": "0-63" for i in range(5)}
+    assert topo["numa_affinity"] == {f"GPU{i}": "0" for i in range(5)}
+    assert topo["gpu_numa_id"] == {f"GPU{i}": None for i in range(5)}
+    assert n.summarise_interconnect(topo) == ("pcie-node", {"pcie-node": 9, "pcie-phb": 1})
+    f = facts("topo-5x-node-phb-tabs-then-p2p-p-ok-aikitoria-13.txt")
+    assert (f["gpu_count"], f["interconnect"], f["interconnect_detail"]) == (5, "pcie", "pcie-node")
+    assert f["formats"] == ["topo"] and f["driver_failure"] is None
+
+
+@pytest.mark.parametrize(
+    "name,cpu,numa,pairs,detail",
+    [
+        # the command on the header's line: 2 RTX 5070 through the host bridge
+        ("topo-command-glued-to-header-2x-phb-aikitoria-12.txt", ["0-23", "0-23"], ["0", "0"], {"pcie-phb": 1},
+         "pcie-phb"),
+        # 2 L4 on two sockets, NUMA nodes 0 and 2
+        ("topo-2x-l4-sys-numa-0-and-2-tabs-cuda-samples-284.txt", ["0-7,32-39", "16-23,48-55"], ["0", "2"],
+         {"pcie-sys": 1}, "pcie-sys"),
+        # 4 GPUs, every pair PHB
+        ("topo-4x-all-phb-spaces-legend-aikitoria-1.txt", ["0-15"] * 4, ["0"] * 4, {"pcie-phb": 6}, "pcie-phb"),
+    ],
+)  # fmt: skip
+def test_topo_pcie_only_round_2(name, cpu, numa, pairs, detail):
+    topo = n.parse_topo_matrix_details(read(name))
+    gpus = [f"GPU{i}" for i in range(len(cpu))]
+    assert topo["header"] is True and topo["warnings"] == []
+    assert topo["devices"] == gpus and sorted(topo["links"]) == gpus
+    assert all(topo["links"][g][g] == "X" for g in gpus)
+    assert [topo["cpu_affinity"][g] for g in gpus] == cpu
+    assert [topo["numa_affinity"][g] for g in gpus] == numa
+    assert n.summarise_interconnect(topo) == (detail, pairs)
+    f = facts(name)
+    assert (f["gpu_count"], f["interconnect"], f["interconnect_detail"]) == (len(gpus), "pcie", detail)
+
+
+def test_query_gpu_sampling_loop_with_the_index_column_is_one_gpu():
+    # 13 samples of GPU 0 (index, temperature, utilization, ..., clocks; no name): one GPU, its name unknown
+    r = n.read_saved_output(read("query-gpu-loop-index-no-name-1gpu-13-samples-ksysguard-gpu-27.txt"))
+    assert r["formats"] == ["query-gpu"]
+    f = n.merge_saved_outputs([r])
+    assert f["gpu_count"] == 1 and [g["index"] for g in f["gpus"]] == [0]
+    assert f["gpus"][0]["name"] is None and f["compute_cap"] is None
+    assert f["interconnect"] == "single" and f["driver_version"] is None
+    assert not any("names no GPU" in w for w in f["warnings"])
+
+
+def test_q_windows_one_block_of_four_attached():
+    # `nvidia-smi.exe -q -i 0`: the system has 4 GPUs, the block is GPU 0's
+    text = read("q-windows-442-i0-attached-4-wddm-gtx1080ti-gputil-38.txt")
+    q = n.parse_smi_q(text)
+    assert q["attached_gpus"] == 4 and q["vgpu_host"] is False
+    assert [(g["pci_bus_id"], g["name"], g["mig_mode"], g["virtualization_mode"]) for g in q["gpus"]] == [
+        ("00000000:18:00.0", "GeForce GTX 1080 Ti", None, None)
+    ]
+    f = facts("q-windows-442-i0-attached-4-wddm-gtx1080ti-gputil-38.txt")
+    assert f["formats"] == ["query"]
+    assert (f["gpu_count"], f["driver_version"], f["cuda_version"]) == (4, "442.92", "10.2")
+    assert [(g["index"], g["name"]) for g in f["gpus"]] == [(0, "GeForce GTX 1080 Ti"), (1, None), (2, None), (3, None)]
+    assert f["mig"] is None and f["virtualization"] is None and f["interconnect"] is None
