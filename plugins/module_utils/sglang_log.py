@@ -182,6 +182,10 @@ _BATCH_RE = re.compile(
 _API_ACCESS_RE = re.compile(r"\"(?:POST|GET) /v1/(?:chat/completions|completions|embeddings|messages|responses)")
 _ACCESS_RE = re.compile(r"INFO:\s+[\d.:a-fA-F\[\]]+ - \"(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+\" (?P<code>\d{3})")
 _GENERATE_200_RE = re.compile(r"\"POST /generate HTTP/[\d.]+\" 200")
+# A finished health-check generation (--log-requests' "Finish: obj=GenerateReqInput(... rid='HEALTH_CHECK_<time>'"):
+# /health and /health_generate answer 503 while the server is starting and only then run this one-token
+# generation (0.5.x entrypoints/http_server.py health_generate), so the scheduler serves: the server is ready.
+_HEALTH_GEN_DONE_RE = re.compile(r"Finish: obj=GenerateReqInput\(.*rid='HEALTH_CHECK_")
 
 # Progress without a record header: tqdm bars, shard loading, JIT compilers.
 _PROGRESS_RE = re.compile(
@@ -881,6 +885,11 @@ class SglangLogClassifier:
             self._generate_200 += 1
             if self._generate_200 > 1:
                 serving = True
+        if (not serving and _HEALTH_GEN_DONE_RE.search(msg) and self.phase == "init"
+                and len(self._phase_times) <= 1):
+            # an excerpt that begins mid-run with a health check: up, and no user traffic seen
+            self.ready_inferred = True
+            self._enter("ready", now)
         if serving:
             if self.ready_seen or self.phase == "ready":
                 self._enter("serving", now)
