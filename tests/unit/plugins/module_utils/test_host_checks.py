@@ -53,6 +53,14 @@ def test_topo_p2p_reads_ok_gns_and_single_gpu():
     assert hc.parse_topo_p2p(read(SMI / "h200-x1-device" / "topo-p2p-r.txt")) == {"GPU0": {"GPU0": "X"}}
 
 
+def test_topo_p2p_after_a_topo_matrix_and_a_failed_command_in_one_paste():
+    # aikitoria/open-gpu-kernel-modules#13: `topo -m` (NODE / PHB), a `-p2p -p` usage error, then `-p2p p`, all OK
+    p2p = hc.parse_topo_p2p(read(SMI / "public" / "topo-5x-node-phb-tabs-then-p2p-p-ok-aikitoria-13.txt"))
+    gpus = ["GPU%d" % i for i in range(5)]
+    assert p2p == {a: {b: "X" if a == b else "OK" for b in gpus} for a in gpus}
+    assert hc.check_p2p(p2p, 5)["verdict"] == "ok"
+
+
 def test_proc_limits_memlock_64k():
     limits = hc.parse_proc_limits(read(HC / "proc-limits-memlock-64k-gc3pie.txt"))
     assert limits == {"memlock": (65536, 65536), "nofile": (1024, 1048576)}
