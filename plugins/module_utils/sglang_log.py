@@ -140,7 +140,8 @@ _PHASE_PATTERNS = (
             r"init_distributed_environment"
         ),
     ),
-    ("load_weights", re.compile(r"Load weight begin|Loading (?:safetensors|pt) checkpoint shards")),
+    # transformers' own "Loading checkpoint shards" bar: the diffusion server loads its native components with it
+    ("load_weights", re.compile(r"Load weight begin|Loading (?:(?:safetensors|pt) )?checkpoint shards")),
     # The KV pool is allocated right after the weights, so a failure after "Load weight end" is a KV failure.
     ("kv_cache", re.compile(r"Load weight end|KV Cache is allocated|Memory pool end|KV Cache is VA upper bound")),
     (
@@ -182,6 +183,9 @@ _BATCH_RE = re.compile(
 _API_ACCESS_RE = re.compile(r"\"(?:POST|GET) /v1/(?:chat/completions|completions|embeddings|messages|responses)")
 _ACCESS_RE = re.compile(r"INFO:\s+[\d.:a-fA-F\[\]]+ - \"(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+\" (?P<code>\d{3})")
 _GENERATE_200_RE = re.compile(r"\"POST /generate HTTP/[\d.]+\" 200")
+# The diffusion server's component loader caught the exception it printed (traceback.print_exc()) and loads the
+# native component instead (multimodal_gen/runtime/loader/component_loader.py): what came before was survived.
+_FALLBACK_RE = re.compile(r"Error while loading customized \S+, falling back to native version")
 # A finished health-check generation (--log-requests' "Finish: obj=GenerateReqInput(... rid='HEALTH_CHECK_<time>'"):
 # /health and /health_generate answer 503 while the server is starting and only then run this one-token
 # generation (0.5.x entrypoints/http_server.py health_generate), so the scheduler serves: the server is ready.
@@ -371,7 +375,10 @@ _CAUSE_PATTERNS = (
             r"Ninja build failed|\['ninja', '-v'|run_ninja|nvcc fatal|nvcc error|error: identifier \"|"
             r"fatal error: \S+\.(?:h|hpp|cuh): No such file|CUDA_HOME environment variable is not set|"
             r"CompilationError|triton\.compiler|build_and_load|JIT compil\w* fail|Failed to compile|"
-            r"PTXASError|Internal Triton PTX codegen error"
+            r"PTXASError|Internal Triton PTX codegen error|"
+            # the CuTe DSL building a kernel's MLIR at run time: MLIR's nanobind adaptor throws "Expected an MLIR
+            # object (got ...)" (mlir/Bindings/Python/NanobindAdaptors.h), through std::terminate
+            r"Expected an MLIR object"
         ),
     ),
     (
@@ -483,6 +490,9 @@ _FRAME_PHASES = (
         re.compile(
             r"event_loop_(?:normal|overlap|pp)|run_event_loop|dispatch_event_loop|process_batch_result|"
             r"get_next_batch_to_run|"
+            # the scheduler builds a forward batch's worker input (managers/schedule_batch.py get_model_worker_batch,
+            # called by Scheduler.run_batch): an engine driven in-process (verl's rollout) has no event loop frame
+            r"in (?:get_model_worker_batch|run_batch)\b|"
             # a CUDA graph (full or piecewise) replayed: only a forward batch does that (0.5.9
             # model_executor/piecewise_cuda_graph_runner.py:689 and cuda_graph_runner.py replay; 0.5.23
             # model_executor/runner/decode_cuda_graph_runner.py:1521/1981 load_batch / execute)
@@ -879,6 +889,8 @@ class SglangLogClassifier:
                 serving = True
             # The scheduler ran a batch after the candidate: that traceback / exception was survived.
             self._pending = None
+        if _FALLBACK_RE.search(msg):
+            self._pending = None  # the loader caught it and loads the native component instead
         if _API_ACCESS_RE.search(msg):
             serving = True
         if _GENERATE_200_RE.search(msg):

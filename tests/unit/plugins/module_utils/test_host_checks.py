@@ -56,7 +56,7 @@ def test_topo_p2p_reads_ok_gns_and_single_gpu():
 def test_topo_p2p_after_a_topo_matrix_and_a_failed_command_in_one_paste():
     # aikitoria/open-gpu-kernel-modules#13: `topo -m` (NODE / PHB), a `-p2p -p` usage error, then `-p2p p`, all OK
     p2p = hc.parse_topo_p2p(read(SMI / "public" / "topo-5x-node-phb-tabs-then-p2p-p-ok-aikitoria-13.txt"))
-    gpus = ["GPU%d" % i for i in range(5)]
+    gpus = [f"GPU{i}" for i in range(5)]
     assert p2p == {a: {b: "X" if a == b else "OK" for b in gpus} for a in gpus}
     assert hc.check_p2p(p2p, 5)["verdict"] == "ok"
 
