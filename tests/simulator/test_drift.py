@@ -5,7 +5,7 @@ import math
 
 import pytest
 from ansible_collections.moesweep.sweep.plugins.module_utils import bench_stats
-from moesweep_sim import drift
+from moesweep_sim import drift, reference_profile
 
 
 def test_off_unless_configured():
@@ -36,3 +36,9 @@ def test_the_spread_of_cohort_averages_is_the_intervals_drift_term(span):
         means.append(sum(d.factor(i * dt) - 1.0 for i in range(steps)) / steps)
     sd = math.sqrt(sum(m * m for m in means) / len(means))
     assert sd == pytest.approx(bench_stats.drift_se_rel(span), rel=0.1)
+
+
+def test_the_simulated_profile_and_the_interval_read_the_same_measurement():
+    # both take their constants from bench/device/results/step-drift-h100-x1-20261207/, each on its own side
+    assert (reference_profile.DRIFT_CV, reference_profile.DRIFT_TAU_S) == (bench_stats.DRIFT_CV,
+                                                                            bench_stats.DRIFT_TAU_S)
