@@ -1022,6 +1022,7 @@ def parse_query_gpu_blocks(text):
         state.update(names=None, rows=[], header=False)
 
     pending = None
+    queried = None  # the field list of the command line pasted above, with or without noheader
     shape_rows = []
     telemetry = 0
     for raw in strip_ansi(text).splitlines():
@@ -1034,13 +1035,16 @@ def parse_query_gpu_blocks(text):
             flush()
             fmt = _FORMAT_CMD_RE.search(line)
             pending = cmd.group(1).split(",") if fmt and "noheader" in fmt.group(1) else None
+            queried = cmd.group(1).split(",")
             continue
         cells = _split_csv_line(line)
-        # one column: a one-field query's header (--query-gpu=compute_cap --format=csv prints "compute_cap" then
-        # "8.9"), its rows, or a noheader row of a one-field command line
+        # one column: the header of the one-field query pasted above it (--query-gpu=compute_cap --format=csv prints
+        # "compute_cap" then "8.9"; without that command line a lone "name" in prose is no header), its rows, or a
+        # noheader row of a one-field command line
         one_column = len(cells) == 1 and ((pending and len(pending) == 1)
                                           or (state["names"] is not None and len(state["names"]) == 1)
-                                          or _csv_header(cells) is not None)
+                                          or (queried is not None and len(queried) == 1
+                                              and _csv_header(cells) == _csv_header(queried)))
         if len(cells) < 2 and not one_column:
             flush()
             continue

@@ -961,3 +961,10 @@ def test_q_windows_one_block_of_four_attached():
     assert (f["gpu_count"], f["driver_version"], f["cuda_version"]) == (4, "442.92", "10.2")
     assert [(g["index"], g["name"]) for g in f["gpus"]] == [(0, "GeForce GTX 1080 Ti"), (1, None), (2, None), (3, None)]
     assert f["mig"] is None and f["virtualization"] is None and f["interconnect"] is None
+
+
+@pytest.mark.parametrize("text", ["Here is what I ran:\nname\nthanks\n", "hostname\n", "index\n"])
+def test_a_lone_field_name_in_prose_is_no_query(text):
+    # a one-field header is read only under the command line that queried that field, as in
+    # query-gpu-compute-cap-only-with-header-dfdx-619.txt
+    assert "query-gpu" not in n.read_saved_output(text)["formats"]
