@@ -31,12 +31,20 @@ import hashlib
 import json
 import re
 
-from ansible_collections.moesweep.sweep.plugins.module_utils import diagnosis
+from ansible_collections.moesweep.sweep.plugins.module_utils import diagnosis, nccl_log
 
 # The variables NCCL reads (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html): every NCCL_* name,
 # and the CUDA ones that change which GPUs and transports a process sees.
 ENV_PREFIXES = ("NCCL_",)
 ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
+
+# What the measurement adds to the unit's NCCL environment so NCCL states the transport it chose between every GPU pair
+# (module_utils/nccl_log.py): INFO level, and the subsystems of the channel lines and refusals (INIT), the settings it
+# read (ENV) and the path types between GPUs (GRAPH) (NCCL src/debug.cc:63-118 at v2.27.3-1, NCCL_DEBUG_SUBSYS). They
+# change what NCCL prints, not what it chooses: the measurement is recorded under the unit's environment without them.
+DEBUG_ENVIRONMENT = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV,GRAPH"}
+DEBUG_NAMES = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE", "NCCL_DEBUG_TIMESTAMP_LEVELS",
+               "NCCL_DEBUG_TIMESTAMP_FORMAT")
 
 # Message sizes the measuring program sweeps: 4 KiB (below one decode token row of a small model) to 256 MiB.
 DEFAULT_MIN_BYTES = 4096
@@ -217,6 +225,47 @@ def nccl_environment(environment):
     return dict(sorted(env.items()))
 
 
+def sglang_process_environment(nccl_env, flags):
+    """The NCCL variables sglang sets in its own processes before NCCL starts, so the measurement runs under what the
+    server's communicators see: sglang 0.5.9 python/sglang/srt/entrypoints/engine.py:806-817 (_set_envs_and_config)
+    sets NCCL_CUMEM_ENABLE to 0 unless the environment has it (1 with --enable-symm-mem), and NCCL_NVLS_ENABLE to
+    0 unless the environment has it (1 with --enable-nccl-nvls or --enable-symm-mem). NCCL_CUMEM_ENABLE=0 is why the
+    server's P2P line reads ``via P2P/IPC`` where torch's default reads ``via P2P/CUMEM`` (NCCL
+    src/transport/p2p.cc:393-398 at v2.27.3-1)."""
+    env = nccl_environment(nccl_env)
+    flags = flags or {}
+    symm = bool(flags.get("enable-symm-mem"))
+    nvls = bool(flags.get("enable-nccl-nvls"))
+    out = {}
+    if "NCCL_CUMEM_ENABLE" not in env or symm:
+        out["NCCL_CUMEM_ENABLE"] = str(int(symm))
+    if "NCCL_NVLS_ENABLE" not in env or nvls or symm:
+        out["NCCL_NVLS_ENABLE"] = str(int(nvls or symm))
+    return out
+
+
+def measurement_environment(nccl_env, flags=None, debug=True):
+    """The environment the measuring program runs under: the unit's NCCL environment, what sglang sets for its own
+    processes (``sglang_process_environment``) and, with ``debug``, NCCL's INFO lines (``DEBUG_ENVIRONMENT``, which
+    replaces the unit's own NCCL_DEBUG* settings for the measurement)."""
+    env = nccl_environment(nccl_env)
+    env.update(sglang_process_environment(env, flags))
+    if debug:
+        for name in DEBUG_NAMES:
+            env.pop(name, None)
+        env.update(DEBUG_ENVIRONMENT)
+    return dict(sorted(env.items()))
+
+
+def split_output(text):
+    """(the measuring program's own output, NCCL's lines) of a run with NCCL_DEBUG=INFO: NCCL prints to stdout
+    (src/debug.cc:32 at v2.27.3-1, ncclDebugFile = stdout), between the table's lines."""
+    own, nccl = [], []
+    for line in (text or "").splitlines():
+        (nccl if ("NCCL INFO" in line or "NCCL WARN" in line) else own).append(line)
+    return "\n".join(own) + ("\n" if own else ""), nccl
+
+
 def environment_key(nccl_env, ranks):
     """What a measurement is recorded under: the NCCL environment and the TP group size (12 hex digits)."""
     blob = json.dumps({"env": nccl_environment(nccl_env), "ranks": int(ranks)}, sort_keys=True)
@@ -266,11 +315,23 @@ def _bytes_text(n):
 
 
 def what_would_change(measurement, flags, latency):
-    """What would take the all-reduce time down, for this measurement and launch (``flags``), each with its source."""
+    """What would take the all-reduce time down, for this measurement and launch (``flags``), each with its source.
+    Where NCCL stated its transports (``measurement['transport']``, module_utils/nccl_log.py), the setting it reported
+    is named; otherwise what the P2P probe found."""
     p2p = measurement.get("p2p") or []
     denied = [p for p in p2p if not p["access"]]
     out = []
-    if denied:
+    transport = measurement.get("transport") or {}
+    slow = [p for p in transport.get("pairs") or [] if p.get("family") in ("SHM", "NET")]
+    if slow:
+        out.append("NCCL connected %d of the %d GPU pairs it names without P2P (%s): their share of every all-reduce "
+                   "goes through host memory or the network (%.1f us here at the decode size); with P2P on a PCIe "
+                   "switch 8 GPUs all-reduce small messages in ~24 us (https://github.com/voipmonitor/rtx6kpro/blob/"
+                   "master/hardware/pcie-bandwidth.md, 'Custom Allreduce vs NCCL', NCCL column)"
+                   % (len(slow), transport.get("pairs_total") or len(transport.get("pairs") or []),
+                      ", ".join(sorted(set(p["transport"] for p in slow))), latency))
+        out.extend(nccl_log.what_would_change(transport))
+    elif denied and not transport.get("found"):
         out.append("P2P: %d of %d GPU pairs have no peer access, so NCCL moves every all-reduce through host memory "
                    "(%.1f us here at the decode size); with P2P on a PCIe switch 8 GPUs all-reduce small messages in "
                    "~24 us (https://github.com/voipmonitor/rtx6kpro/blob/master/hardware/pcie-bandwidth.md, 'Custom "
@@ -330,6 +391,7 @@ def estimate(measurement, model, concurrency, itl_ms, tp_size, max_batch=None, p
         denied = [p for p in p2p if not p["access"]]
         evidence.append("P2P: %d of %d GPU pairs without peer access" % (len(denied), len(p2p)) if denied
                         else "P2P: every GPU pair has peer access")
+    evidence.extend(nccl_log.evidence(measurement.get("transport")))
     verdict = "interconnect_bound" if share >= share_min else None
     changes = what_would_change(measurement, flags, lat)
     return {"verdict": verdict, "share": share, "allreduce_ms": total_ms, "count": count, "message_bytes": size,

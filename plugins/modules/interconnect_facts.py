@@ -22,6 +22,11 @@ description:
   - Bounded by O(timeout) seconds; the program is also told to start no further message size after most of it.
   - Also reads the model's C(config.json) (layers, hidden size) from O(model_path) or the Hugging Face cache under
     O(home), for the share estimate of C(module_utils/interconnect.py).
+  - "With O(nccl_debug), NCCL states the transport it chose between every GPU pair (C(NCCL_DEBUG=INFO),
+    C(NCCL_DEBUG_SUBSYS=INIT,ENV,GRAPH) for the measurement only); its lines are read into RV(interconnect.transport)
+    (C(module_utils/nccl_log.py)) and kept out of RV(interconnect.output)."
+  - The program also gets the NCCL variables sglang sets in its own processes (C(NCCL_CUMEM_ENABLE),
+    C(NCCL_NVLS_ENABLE), from O(flags)), so NCCL connects as in the server.
   - Changes nothing on the host.
 options:
   ngpus:
@@ -32,6 +37,14 @@ options:
     description: The unit's public environment; only the names NCCL reads are passed on.
     type: dict
     default: {}
+  flags:
+    description: The launch's flags (C(enable-symm-mem), C(enable-nccl-nvls) decide what sglang sets for NCCL).
+    type: dict
+    default: {}
+  nccl_debug:
+    description: Run the program with NCCL's INFO lines on and read the transport NCCL chose between every GPU pair.
+    type: bool
+    default: true
   python:
     description: The server venv's python, which runs O(program_source).
     type: path
@@ -120,8 +133,11 @@ interconnect:
     - The measurement, recorded per host and NCCL environment.
     - C(rows) (size, count, type, redop, time_us, algbw_gbs, busbw_gbs, in_place), C(ranks), C(devices),
       C(nccl_version), C(avg_busbw_gbs), C(p2p) (from, to, access), C(nccl_environment), C(key) (the NCCL environment
-      and rank count hashed), C(elapsed), C(output) (the program's table as printed), C(model) (layers, hidden_size,
-      model_type, config path) or C(model_error).
+      and rank count hashed), C(elapsed), C(output) (the program's table as printed, without NCCL's lines),
+      C(transport) (what NCCL printed of its transports, read by C(module_utils/nccl_log.py); C(found), C(nccl_version),
+      C(pairs) with src, dst, transport, family, channels and NCCL's line, C(transports), C(refusals), C(environment),
+      C(p2p_level), C(paths)), C(run_environment) (what the program ran under), C(nccl_lines) (NCCL lines read),
+      C(model) (layers, hidden_size, model_type, config path) or C(model_error).
   returned: success
   type: dict
   sample:
@@ -129,6 +145,7 @@ interconnect:
     key: 3f2a9c1d0b7e
     nccl_environment: {NCCL_IB_DISABLE: "1", NCCL_P2P_LEVEL: PHB}
     rows: [{size: 16384, time_us: 42.6, algbw_gbs: 0.38, busbw_gbs: 0.67}]
+    transport: {found: true, transports: {SHM: 8}, pairs: [{src: 0, dst: 1, transport: SHM, channels: 2}]}
     model: {layers: 78, hidden_size: 6144, model_type: glm_moe_dsa}
 holders:
   description: Compute processes that held a GPU, when the module refused to measure.
@@ -146,6 +163,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.moesweep.sweep.plugins.module_utils import interconnect as ic
+from ansible_collections.moesweep.sweep.plugins.module_utils import nccl_log
 from ansible_collections.moesweep.sweep.plugins.module_utils import release as rel
 
 
@@ -194,6 +212,8 @@ def main():
         argument_spec=dict(
             ngpus=dict(type="int", required=True),
             environment=dict(type="dict", default={}),
+            flags=dict(type="dict", default={}),
+            nccl_debug=dict(type="bool", default=True),
             python=dict(type="path", default="/opt/moesweep/venvs/sglang/bin/python"),
             program_source=dict(type="str"),
             command=dict(type="list", elements="str", default=[]),
@@ -234,10 +254,11 @@ def main():
                              "(the sweep stops it before it measures)" % who, holders=seen["holders"])
 
     nccl_env = ic.nccl_environment(p["environment"])
-    env = dict(nccl_env, PYTHONUNBUFFERED="1", LC_ALL="C")
+    run_env = ic.measurement_environment(nccl_env, p["flags"], debug=p["nccl_debug"])
+    env = dict(run_env, PYTHONUNBUFFERED="1", LC_ALL="C")
     # the unit's NCCL environment and nothing else NCCL reads: names this process inherited are unset (env(1) -u)
     inherited = sorted(k for k in os.environ if (k.startswith(ic.ENV_PREFIXES) or k in ic.ENV_NAMES)
-                       and k not in nccl_env)
+                       and k not in run_env)
     budget = max(1.0, p["timeout"] * 0.6)
     tmpdir = tempfile.mkdtemp(prefix="moesweep-allreduce-")
     try:
@@ -274,11 +295,14 @@ def main():
     if rc != 0:
         module.fail_json(msg="the measuring program exited with %d: %s" % (rc, (err or "").strip()[-800:]), rc=rc,
                          stdout=out, stderr=err, elapsed=elapsed)
+    own, nccl_lines = ic.split_output(out)
+    transport = nccl_log.record(nccl_log.read("\n".join(nccl_lines))) if nccl_lines else {"found": False}
     ranks = table["ranks"] or p["ngpus"]
     model, model_error = read_model(p["model_path"], p["home"], dict(os.environ, **{
         k: v for k, v in (p["environment"] or {}).items() if k in ("HF_HOME", "HF_HUB_CACHE")}), p["model_config"])
     facts = dict(table, ranks=ranks, nccl_environment=nccl_env, key=ic.environment_key(nccl_env, ranks),
-                 environment_text=ic.environment_text(nccl_env), elapsed=elapsed, output=out, model=model,
+                 environment_text=ic.environment_text(nccl_env), elapsed=elapsed, output=own, transport=transport,
+                 run_environment=run_env, nccl_lines=len(nccl_lines), model=model,
                  model_error=model_error, measured=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     module.exit_json(changed=False, interconnect=facts, ansible_facts={"moesweep_interconnect": facts})
 

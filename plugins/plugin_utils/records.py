@@ -241,6 +241,9 @@ def build_point_record(ctx):
     if measured:
         keys = ("key", "environment_text", "ranks", "nccl_version", "model", "measured")
         record["interconnect"] = {k: measured.get(k) for k in keys}
+        if measured.get("transport"):
+            # what NCCL printed of the transport it chose between every GPU pair (module_utils/nccl_log.py)
+            record["interconnect"]["transport"] = measured["transport"]
     redacted = secrets.redact(record, known=ctx.get("known_secrets") or ())
     if redacted != record:
         redacted["secrets"] = "redacted"
@@ -299,7 +302,8 @@ def build_interconnect_record(ctx):
               "host": ctx.get("host"), "point": ctx.get("point"), "simulated": bool(ctx.get("simulated")),
               "finished": now_iso()}
     for k in ("key", "nccl_environment", "environment_text", "ranks", "rows", "p2p", "devices", "nccl_version",
-              "avg_busbw_gbs", "model", "model_error", "elapsed", "measured", "output"):
+              "avg_busbw_gbs", "model", "model_error", "elapsed", "measured", "output", "transport", "run_environment",
+              "nccl_lines"):
         record[k] = m.get(k)
     return secrets.redact(record, known=ctx.get("known_secrets") or ())
 

@@ -782,7 +782,11 @@ def evidence_lines(records, reference_concurrency=None, limit=220):
         out.append("%s / %s all-reduce at c%s (%s): %s" % (
             best.get("host"), best.get("point"), reference, estimate.get("verdict") or "not dominant",
             _clip(estimate["evidence"][0], limit)))
-        for change in (estimate.get("changes") or [])[:1]:
+        # the transport NCCL itself reported (interconnect.transport, module_utils/nccl_log.py), beside the latency
+        for line in [e for e in estimate["evidence"] if e.startswith("NCCL ")][:2]:
+            out.append("  " + _clip(line, limit))
+        changes = estimate.get("changes") or []
+        for change in changes[:2 if changes and changes[0].startswith("NCCL connected") else 1]:
             out.append("  what would change it: " + _clip(change, limit))
     return out
 

@@ -36,7 +36,7 @@ import socket
 import sys
 import time
 
-from . import gpus
+from . import gpus, nccl
 
 PROFILES = {
     "nvlink": {
@@ -97,7 +97,19 @@ def time_text(us: float) -> str:
     return f"{us:7.1f}" if us >= 100.0 else f"{us:7.2f}"
 
 
-def render(name: str, ranks: int, gpu_name: str, lo: int, hi: int, dtype: str = "bfloat16") -> str:
+def nccl_version(profile: dict) -> str:
+    """The NCCL the simulated torch carries: the profile's ``nccl_version``, else MOESWEEP_SIM_NCCL_VERSION, else
+    2.27.3 (the NCCL of torch 2.8/2.9's cu128 wheels, nvidia-nccl-cu12 2.27.3 on PyPI)."""
+    version = str(profile.get("nccl_version") or os.environ.get("MOESWEEP_SIM_NCCL_VERSION") or "2.27.3")
+    if version not in nccl.VERSIONS:
+        raise SystemExit(f"allreduce-perf-sim: NCCL {version} is not simulated (known: {', '.join(nccl.VERSIONS)})")
+    return version
+
+
+def render(name: str, ranks: int, gpu_name: str, lo: int, hi: int, dtype: str = "bfloat16",
+           nccl_lines: list | None = None, version: str = "2.27.3") -> str:
+    """The measurement's output; ``nccl_lines`` (NCCL's INFO lines with NCCL_DEBUG=INFO, nccl.render) come where NCCL
+    connects: at the first collective, after the program's header."""
     curve = PROFILES[name]
     elem = 4 if dtype == "float32" else 2
     factor = 2.0 * (ranks - 1) / ranks if ranks > 1 else 0.0
@@ -108,7 +120,7 @@ def render(name: str, ranks: int, gpu_name: str, lo: int, hi: int, dtype: str = 
     for r in range(ranks):
         lines.append(f"#  Rank {r:2d} Group  0 Pid {os.getpid():6d} on {host:>10s} device {r:2d} [0x{r + 1:02x}] "
                      f"{gpu_name}")
-    lines.append("NCCL version 2.27.3+cuda12.8")
+    lines.append(f"NCCL version {version}+cuda12.8")
     for a in range(ranks):
         for b in range(ranks):
             if a != b:
@@ -118,6 +130,7 @@ def render(name: str, ranks: int, gpu_name: str, lo: int, hi: int, dtype: str = 
               "algbw   busbw #wrong",
               "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  "
               "(GB/s)  (GB/s)"]
+    lines += list(nccl_lines or [])
     busbws = []
     size = lo
     while size <= hi:
@@ -152,5 +165,10 @@ def main(argv=None) -> int:
         scale = 1.0
     time.sleep(min(a.time_budget, 2.0 * scale))  # torch import, NCCL init and the sweep take seconds on a real host
     name = profile_name(prof)
-    sys.stdout.write(render(name, a.ngpus, gpus.MODELS[prof["gpu_model"]]["name"], a.min_bytes, a.max_bytes, a.dtype))
+    version = nccl_version(prof)
+    buses = [g.bus_id for g in gpus.gpus_for(prof)][:a.ngpus]
+    lines = nccl.render(name, a.ngpus, buses, PROFILES[name]["p2p"], dict(os.environ), version=version,
+                        cuda="12.8")
+    sys.stdout.write(render(name, a.ngpus, gpus.MODELS[prof["gpu_model"]]["name"], a.min_bytes, a.max_bytes, a.dtype,
+                            nccl_lines=lines, version=version))
     return 0

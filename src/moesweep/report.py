@@ -34,7 +34,7 @@ from pathlib import Path
 import moesweep._collection  # noqa: F401  (puts the in-repo collection on sys.path)
 
 # isort: split
-from ansible_collections.moesweep.sweep.plugins.module_utils import interconnect
+from ansible_collections.moesweep.sweep.plugins.module_utils import interconnect, nccl_log
 from ansible_collections.moesweep.sweep.plugins.plugin_utils import records as sweep_records
 from ansible_collections.moesweep.sweep.plugins.plugin_utils import summary
 
@@ -634,6 +634,55 @@ def host_checks_table(records):
     return out
 
 
+def transport_table(records):
+    """[(sweep, host, NCCL environment, NCCL version, transport, pairs, what it means, all-reduce at the decode size,
+    NCCL's line)]: the transport NCCL chose between the GPU pairs of each host's all-reduce measurement, in its own
+    words (record ``interconnect.transport``, module_utils/nccl_log.py), one row per transport and one per refusal of
+    P2P, once per sweep, host and NCCL environment."""
+    seen, out = set(), []
+    for r in summary.point_records(records):
+        inter = r.get("interconnect") or {}
+        transport = inter.get("transport") or {}
+        key = (r.get("sweep_id"), r.get("host"), inter.get("key"))
+        if key in seen or not transport.get("found"):
+            continue
+        seen.add(key)
+        estimate = (r.get("diagnosis") or {}).get("interconnect") or {}
+        latency = estimate.get("latency_us")
+        at = f"{latency:.1f} us at {_size(estimate.get('message_bytes'))}" if latency else "-"
+        by = {}
+        for p in transport.get("pairs") or []:
+            by.setdefault(p["transport"], []).append(p)
+        for name, pairs in sorted(by.items(), key=lambda kv: -len(kv[1])):
+            named = ", ".join(f"GPU{_dev(p, 'src')} -> GPU{_dev(p, 'dst')}" for p in pairs[:4])
+            if len(pairs) > 4:
+                named += f", ... ({len(pairs)} pairs)"
+            meaning = (nccl_log.TRANSPORTS.get(name) or nccl_log.TRANSPORTS.get(name.split("/")[0]) or ("", ""))[0]
+            out.append((r.get("sweep_id"), r.get("host"), inter.get("environment_text") or "-",
+                        transport.get("nccl_version") or "-", name, named, meaning or "-", at, pairs[0]["line"]))
+        for ref in transport.get("refusals") or []:
+            out.append((r.get("sweep_id"), r.get("host"), inter.get("environment_text") or "-",
+                        transport.get("nccl_version") or "-", "P2P refused",
+                        " and ".join(f"GPU{g}" for g in ref.get("gpus") or []) or "-", ref.get("reason"), at,
+                        ref.get("line")))
+    return out
+
+
+def _dev(pair, side):
+    dev = pair.get(side + "_dev")
+    return dev if dev is not None else pair.get(side)
+
+
+def _size(n):
+    if not n:
+        return "?"
+    return f"{n / 1024.0:.0f} KiB" if n >= 1024 else f"{n} B"
+
+
+TRANSPORT_HEADER = ("sweep", "host", "NCCL environment", "NCCL", "transport", "GPU pairs", "what it means",
+                    "all-reduce at the decode size", "NCCL's line")
+
+
 SETTING_KEYS = ("client", "client_version", "backend", "dataset_name", "input_len", "output_len", "range_ratio",
                 "concurrency", "num_prompts", "precision", "level_budget_s", "repetitions", "reference_concurrency",
                 "source")
@@ -729,6 +778,11 @@ def render_markdown(records, rows, plots, reference, skipped=()):
     if checks:
         lines += ["## Host checks", ""]
         lines += _md_table(["sweep", "host", "check", "verdict", "evidence", "fix"], checks)
+        lines.append("")
+    transports = transport_table(records)
+    if transports:
+        lines += ["## Interconnect, as NCCL reported it", ""]
+        lines += _md_table(TRANSPORT_HEADER, transports)
         lines.append("")
     for text in settings_line(records):
         lines += ["Benchmark: " + text, ""]
@@ -890,6 +944,13 @@ def render_html(records, rows, plots, reference, skipped=()):
         parts.append("<h2>Host checks</h2><table><thead><tr><th>sweep</th><th>host</th><th>check</th><th>verdict</th>"
                      "<th>evidence</th><th>fix</th></tr></thead><tbody>")
         for row in checks:
+            parts.append("<tr>" + "".join(f"<td>{_h(cell)}</td>" for cell in row) + "</tr>")
+        parts.append("</tbody></table>")
+    transports = transport_table(records)
+    if transports:
+        parts.append("<h2>Interconnect, as NCCL reported it</h2><table><thead><tr>"
+                     + "".join(f"<th>{_h(h)}</th>" for h in TRANSPORT_HEADER) + "</tr></thead><tbody>")
+        for row in transports:
             parts.append("<tr>" + "".join(f"<td>{_h(cell)}</td>" for cell in row) + "</tr>")
         parts.append("</tbody></table>")
     for text in settings_line(records):

@@ -103,3 +103,111 @@ def test_unknown_profile_is_named(tmp_path):
 def test_curves_grow_with_size(name):
     times = [allreduce.time_us(allreduce.PROFILES[name], 1 << k, 8) for k in range(12, 29)]
     assert all(b >= a * 0.95 for a, b in zip(times, times[1:], strict=False))
+
+
+# NCCL's own printf formats of the lines the simulated NCCL prints, quoted from https://github.com/NVIDIA/nccl at each
+# tag (file:line there): the simulator was written from the same source, this test holds its output to the formats.
+NCCL_FORMATS = {
+    "2.27.3": {
+        "prefix": "%s:%d:%d [%d] NCCL INFO ",  # src/debug.cc:352 + :366
+        "version": "NCCL version %d.%d.%d+cuda%d.%d",  # src/init.cc:538 VERSION_STRING
+        "comm": "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d MNNVL %d",  # src/init.cc:998
+        "ring": "Channel %02d/%02d :",  # src/graph/rings.cc:41 (then " %*d" per rank, dumpLine)
+        "ipc": "Channel %02d/%01d : %d[%d] -> %d[%d] via P2P/IPC%s%s",  # src/transport/p2p.cc:398
+        "shm": "Channel %02d : %d[%d] -> %d[%d] via SHM/%s/%s",  # src/transport/shm.cc:128
+        "disabled": "P2P is disabled between connected GPUs %d and %d. You can repress this message with "
+                    "NCCL_IGNORE_DISABLED_P2P=1.",  # src/graph/paths.cc:346
+        "level": "%s set by environment to %s",  # src/graph/paths.cc:240
+        "param": "%s set by environment to %lld.",  # src/misc/param.cc:87
+        "rings": "Connected all rings, use ring PXN %d GDR %d",  # src/transport/generic.cc:31
+        "complete": "%s comm %p rank %d nranks %d cudaDev %d nvmlDev %d busId %lx commId 0x%llx - Init COMPLETE",
+    },  # init.cc:1469
+    "2.28.9": {
+        "shm": "Channel %02d : %d[%d] -> %d[%d] via SHM/%s/%s",  # src/transport/shm.cc:128
+        "ipc": "Channel %02d/%01d : %d[%d] -> %d[%d] via P2P/IPC%s%s",  # src/transport/p2p.cc:398
+        "disabled": "P2P is disabled between connected GPUs %d and %d. You can repress this message with "
+                    "NCCL_IGNORE_DISABLED_P2P=1.",  # src/graph/paths.cc:359
+        "rings": "Connected all rings, use ring PXN %d GDR %d",  # src/transport/generic.cc:37
+    },
+    "2.30.7": {
+        "shm": "Channel %02d : %d[%d] -> %d[%d] via SHM/direct",  # src/transport/shm.cc:116
+        "ipc": "Channel %02d/%01d : %d[%d] -> %d[%d] via P2P/IPC%s%s",  # src/transport/p2p.cc:429
+        "disabled": "P2P is disabled between connected GPUs %d and %d. You can repress this message with "
+                    "NCCL_IGNORE_DISABLED_P2P=1.",  # src/graph/paths.cc:402-403
+        "rings": "Connected all rings, use ring PXN %d GDR %d",  # src/transport/generic.cc:40
+    },
+}
+
+
+def _printf_re(fmt):
+    """A regular expression for what printf prints with ``fmt`` (the conversions NCCL's formats use)."""
+    import re
+
+    out, i = "", 0
+    conv = re.compile(r"%(0?\d*)(lld|llx|lx|ld|d|s|p|f|\*d)")
+    for m in conv.finditer(fmt):
+        out += re.escape(fmt[i:m.start()])
+        kind = m.group(2)
+        out += {"s": r"[^ ]*", "p": r"0x[0-9a-f]+", "lx": r"[0-9a-f]+", "llx": r"[0-9a-f]+", "f": r"[\d.]+"}.get(
+            kind, r"\d+")
+        i = m.end()
+    return out + re.escape(fmt[i:])
+
+
+def nccl_lines(tmp_path, p2p_read, version, extra=None):
+    env = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV", "NCCL_CUMEM_ENABLE": "0",
+           "MOESWEEP_SIM_NCCL_VERSION": version, **(extra or {})}
+    r = run(tmp_path, {"gpu_model": "rtx-pro-6000", "gpu_count": 8, "p2p_read": p2p_read}, "--ngpus", "8",
+            "--max-bytes", "8192", env=env)
+    assert r.returncode == 0, r.stderr
+    return [line for line in r.stdout.splitlines() if "NCCL INFO" in line], r.stdout
+
+
+@pytest.mark.parametrize("version", sorted(NCCL_FORMATS))
+def test_the_simulated_nccl_prints_the_lines_of_that_version(tmp_path, version):
+    """On the 8x RTX PRO 6000 VM (P2P "NS", every GPU behind the host bridge: PHB, beyond NCCL's default level PXB)
+    NCCL connects every ring and tree neighbour through host memory; with P2P on (the knob) through P2P/IPC
+    (sglang's NCCL_CUMEM_ENABLE=0). Every line is in NCCL's own format of that version."""
+    import re
+
+    fmt = dict(NCCL_FORMATS["2.27.3"], **NCCL_FORMATS[version])
+    prefix = _printf_re(fmt["prefix"])
+    lines, out = nccl_lines(tmp_path, "NS", version)
+    body = [re.sub("^" + prefix, "", line) for line in lines]
+    assert all(re.match("^" + prefix, line) for line in lines)
+    shm = [b for b in body if "via SHM" in b]
+    assert shm and all(re.fullmatch(_printf_re(fmt["shm"]), b) for b in shm)
+    assert len(shm) == 2 * (8 + 7)  # 2 channels: the ring's 8 connections and the chain tree's 7
+    assert not any("P2P is disabled" in b for b in body)  # PHB is beyond PXB: P2P is never tried, so never refused
+    for key in ("version", "comm", "rings", "complete", "param"):
+        assert any(re.fullmatch(_printf_re(fmt[key]), b) for b in body), key
+    assert any(re.fullmatch(_printf_re(fmt["ring"]) + r"( \d)+", b) for b in body)
+    assert out.index("NCCL INFO") > out.index("#        (B)") and out.index("NCCL INFO") < out.index("  4096  ")
+    lines, _out = nccl_lines(tmp_path, "OK", version)
+    ipc = [re.sub("^" + prefix, "", line) for line in lines if "via P2P" in line]
+    assert len(ipc) == 30 and all(re.fullmatch(_printf_re(fmt["ipc"]), b) for b in ipc)
+
+
+def test_a_raised_p2p_level_makes_nccl_try_p2p_and_refuse_it(tmp_path):
+    """NCCL_P2P_LEVEL=SYS takes the PHB pairs within the level: NCCL asks NVML, which says NS, and prints its refusal
+    (paths.cc:346 at 2.27.3) before connecting through SHM; NCCL_P2P_DISABLE=1 takes the level to LOC, silently."""
+    import re
+
+    lines, _out = nccl_lines(tmp_path, "NS", "2.27.3", {"NCCL_P2P_LEVEL": "SYS"})
+    body = [line.split("NCCL INFO ", 1)[1] for line in lines]
+    assert "NCCL_P2P_LEVEL set by environment to SYS" in body
+    refusals = [b for b in body if b.startswith("P2P is disabled")]
+    assert len(refusals) == 8 * 7 and all(re.fullmatch(_printf_re(NCCL_FORMATS["2.27.3"]["disabled"]), b)
+                                          for b in refusals)
+    assert all("via SHM" in b for b in body if b.startswith("Channel") and "->" in b)
+    lines, _out = nccl_lines(tmp_path, "OK", "2.27.3", {"NCCL_P2P_DISABLE": "1"})
+    body = [line.split("NCCL INFO ", 1)[1] for line in lines]
+    assert "NCCL_P2P_DISABLE set by environment to 1" in body and not any("via P2P" in b for b in body)
+
+
+def test_without_nccl_debug_nccl_prints_nothing_and_an_unknown_version_is_named(tmp_path):
+    r = run(tmp_path, {"gpu_model": "rtx-pro-6000", "gpu_count": 8}, "--ngpus", "8", "--max-bytes", "8192")
+    assert r.returncode == 0 and "NCCL INFO" not in r.stdout
+    r = run(tmp_path, {"gpu_model": "rtx-pro-6000", "gpu_count": 8}, "--ngpus", "8",
+            env={"NCCL_DEBUG": "INFO", "MOESWEEP_SIM_NCCL_VERSION": "2.99.0"})
+    assert r.returncode != 0 and "NCCL 2.99.0 is not simulated" in r.stderr

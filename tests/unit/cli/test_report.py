@@ -274,3 +274,35 @@ def test_host_checks_table_lists_each_hosts_checks_once_per_sweep():
     rows = report.host_checks_table(records)
     hosts = {(r.get("sweep_id"), r.get("host")) for r in points}
     assert len(rows) == len(hosts) and rows[0][2:] == ("shm", "warn", "/dev/shm is 64 MiB", "enlarge /dev/shm")
+
+
+def test_the_transport_nccl_reported_is_a_table_with_its_line_beside_the_latency(tmp_path):
+    """A record whose measurement holds NCCL's own account (interconnect.transport, read from the simulated VM's NCCL
+    lines): one row per transport naming the pairs, what it means, the all-reduce time at the decode size and
+    NCCL's line; the markdown has the section."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from ansible_collections.moesweep.sweep.plugins.module_utils import interconnect, nccl_log
+    from helpers.paths import REPO
+
+    prof = tmp_path / "profile.json"
+    prof.write_text(json.dumps({"gpu_model": "rtx-pro-6000", "gpu_count": 8}))
+    env = dict(os.environ, MOESWEEP_SIM_PROFILE=str(prof), MOESWEEP_SIM_TIME_SCALE="0", NCCL_DEBUG="INFO")
+    out = subprocess.run([sys.executable, str(REPO / "simulator" / "bin" / "allreduce-perf-sim"), "--ngpus", "8",
+                          "--max-bytes", "8192"], capture_output=True, text=True, env=env, check=True).stdout
+    transport = nccl_log.record(nccl_log.read("\n".join(interconnect.split_output(out)[1])))
+    records = report.load_sweeps([SIM])[0][1]
+    points = [r for r in records if r.get("kind") == "point"]
+    for r in points:
+        r["interconnect"] = {"key": "k", "environment_text": "(NCCL defaults)", "transport": transport}
+        r["diagnosis"] = dict(r.get("diagnosis") or {}, interconnect={"latency_us": 43.2, "message_bytes": 98304})
+    rows = report.transport_table(records)
+    assert rows and rows[0][4] == "SHM" and rows[0][5].startswith("GPU0 -> GPU1, GPU1 -> GPU0, GPU1 -> GPU2")
+    assert "(15 pairs)" in rows[0][5] and "every all-reduce goes through host memory" in rows[0][6]
+    assert rows[0][7] == "43.2 us at 96 KiB" and rows[0][8].endswith("NCCL INFO Channel 00 : 0[0] -> 1[1] via "
+                                                                       "SHM/direct/direct")
+    md = report.render_markdown(records, [], [], None)
+    assert "## Interconnect, as NCCL reported it" in md and "via SHM/direct/direct" in md

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 # isort: split
+from ansible_collections.moesweep.sweep.plugins.module_utils import interconnect as ic
 from ansible_collections.moesweep.sweep.plugins.modules import interconnect_facts
 from helpers.paths import FIXTURES, REPO
 
@@ -59,9 +60,42 @@ def test_measures_with_the_simulated_program_and_reads_the_model(tmp_path, sim_p
     assert m["p2p"] and not any(p["access"] for p in m["p2p"]) and m["elapsed"] < 30
 
 
-def test_the_program_gets_only_the_nccl_environment_and_the_bound(tmp_path, monkeypatch, run):
-    """The unit's NCCL names reach the program, the controller's own NCCL_* do not; the program's arguments say the
-    GPU count, the sizes and a time budget inside the timeout."""
+@pytest.mark.parametrize("p2p_read, transport, changes", [
+    ("NS", "SHM", "default P2P level PXB"),
+    ("OK", "P2P/IPC", None),
+])
+def test_nccl_states_the_transport_of_every_pair_it_connected(tmp_path, monkeypatch, run, p2p_read, transport,
+                                                              changes):
+    """The simulated 8x RTX PRO 6000 VM (P2P "NS"): the measurement runs with NCCL's INFO lines on, and the simulated
+    NCCL names SHM between every pair it connects; with P2P on (the knob p2p_read=OK) P2P/IPC, since sglang's
+    NCCL_CUMEM_ENABLE=0 reaches the program. NCCL's lines stay out of the table's output."""
+    prof = tmp_path / "profile.json"
+    prof.write_text(json.dumps({"gpu_model": "rtx-pro-6000", "gpu_count": 8, "p2p_read": p2p_read}))
+    monkeypatch.setenv("MOESWEEP_SIM_PROFILE", str(prof))
+    monkeypatch.setenv("MOESWEEP_SIM_TIME_SCALE", "0")
+    monkeypatch.delenv("MOESWEEP_SIM_INTERCONNECT", raising=False)
+    args = {"ngpus": 8, "command": [sys.executable, str(SIM)], "max_bytes": 65536, "nvidia_smi_path": fake_smi(
+        tmp_path, (DEVICE / "compute-apps-idle.csv").read_text())}
+    kind, r = run(args)
+    assert kind == "exit", r
+    m = r["interconnect"]
+    t = m["transport"]
+    assert t["found"] and t["nccl_version"] == "2.27.3" and t["transports"] == {transport: 15}
+    assert m["nccl_lines"] > 50 and "NCCL INFO" not in m["output"] and m["rows"]
+    first = t["pairs"][0]
+    assert (first["src"], first["dst"], first["channels"]) == (0, 1, 2) and "NCCL INFO Channel 00" in first["line"]
+    assert first["line"].endswith("via SHM/direct/direct" if transport == "SHM" else "via P2P/IPC")
+    assert t["environment"] == {"NCCL_CUMEM_ENABLE": "0", "NCCL_NVLS_ENABLE": "0"}
+    text = " ".join(ic.what_would_change(m, {}, 43.0))
+    assert (changes in text) if changes else "NCCL connected" not in text
+
+
+@pytest.mark.parametrize("debug", [True, False])
+def test_the_program_gets_only_the_nccl_environment_and_the_bound(tmp_path, monkeypatch, run, debug):
+    """The unit's NCCL names reach the program, the controller's own NCCL_* do not; what sglang sets for its own
+    processes (NCCL_CUMEM_ENABLE=0, NCCL_NVLS_ENABLE=0 without --enable-symm-mem) and, with nccl_debug, NCCL's INFO
+    lines are added; the key stays the unit's. The program's arguments say the GPU count, the sizes and a time
+    budget inside the timeout."""
     monkeypatch.setenv("NCCL_DEBUG", "INFO")
     stub = tmp_path / "stub.py"
     stub.write_text("import json, os, sys\n"
@@ -71,12 +105,17 @@ def test_the_program_gets_only_the_nccl_environment_and_the_bound(tmp_path, monk
                     "    43.10    0.38    0.67    N/A')\n")
     args = {"ngpus": 2, "command": [sys.executable, str(stub)], "timeout": 10,
             "nvidia_smi_path": fake_smi(tmp_path, (DEVICE / "compute-apps-idle.csv").read_text()),
-            "environment": {"NCCL_P2P_LEVEL": "SYS"}}
+            "environment": {"NCCL_P2P_LEVEL": "SYS"}, "nccl_debug": debug}
     kind, r = run(args)
     assert kind == "exit", r
     out = r["interconnect"]["output"]
     seen = json.loads(out.splitlines()[0][2:])
-    assert seen["env"] == {"NCCL_P2P_LEVEL": "SYS"}
+    want = {"NCCL_P2P_LEVEL": "SYS", "NCCL_CUMEM_ENABLE": "0", "NCCL_NVLS_ENABLE": "0"}
+    if debug:
+        want.update(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT,ENV,GRAPH")
+    assert seen["env"] == want and r["interconnect"]["run_environment"] == dict(sorted(want.items()))
+    assert r["interconnect"]["nccl_environment"] == {"NCCL_P2P_LEVEL": "SYS"}
+    assert r["interconnect"]["transport"] == {"found": False}
     assert seen["argv"] == ["--ngpus", "2", "--min-bytes", "4096", "--max-bytes", str(256 << 20),
                             "--time-budget", "6.0"]
 
