@@ -15,6 +15,7 @@ gathered inputs into the checks. Written from real recorded output (``tests/fixt
 
 import re
 
+from ansible_collections.moesweep.sweep.plugins.module_utils import nccl_log
 from ansible_collections.moesweep.sweep.plugins.module_utils.nvidia_smi import parse_cpu_list
 
 VERDICTS = ("ok", "warn", "fail")
@@ -129,6 +130,7 @@ def parse_q_gpus(text):
         v = gpu["values"]
         persistence = _first(v, "Persistence Mode")
         remapped_pending = _first(v, "Remapped Rows/Pending")
+        limits = _power_limits(v)
         out.append({
             "bus_id": gpu["bus_id"],
             "name": _first(v, "Product Name"),
@@ -140,14 +142,17 @@ def parse_q_gpus(text):
             "pcie_width_max": _number(_first(v, "GPU Link Info/Link Width/Max")),
             "pcie_width_current": _number(_first(v, "GPU Link Info/Link Width/Current")),
             "power_limit_w": _number(_first(v, "GPU Power Readings/Current Power Limit",
-                                            "Power Readings/Power Limit")),
+                                            "Power Readings/Power Limit") or limits.get("current")),
             "power_enforced_w": _number(_first(v, "Power Readings/Enforced Power Limit",
-                                               "GPU Power Readings/Current Power Limit")),
+                                               "GPU Power Readings/Current Power Limit")
+                                        or limits.get("enforced") or limits.get("current")),
             "power_requested_w": _number(_first(v, "GPU Power Readings/Requested Power Limit",
-                                                "Power Readings/Power Limit")),
+                                                "Power Readings/Power Limit") or limits.get("requested")),
             "power_default_w": _number(_first(v, "GPU Power Readings/Default Power Limit",
-                                              "Power Readings/Default Power Limit")),
-            "power_max_w": _number(_first(v, "GPU Power Readings/Max Power Limit", "Power Readings/Max Power Limit")),
+                                              "Power Readings/Default Power Limit") or limits.get("default")),
+            "power_max_w": _number(_first(v, "GPU Power Readings/Max Power Limit", "Power Readings/Max Power Limit")
+                                   or limits.get("max")),
+            "virtualization_mode": _first(v, "GPU Virtualization Mode/Virtualization Mode"),
             "ecc_volatile_uncorrected": _sum_numbers(
                 _first(v, "ECC Errors/Volatile/DRAM Uncorrectable"),
                 _first(v, "ECC Errors/Volatile/SRAM Uncorrectable Parity"),
@@ -159,6 +164,35 @@ def parse_q_gpus(text):
             "remapped_rows_pending": _yes(remapped_pending),
             "remapping_failure": _yes(_first(v, "Remapped Rows/Remapping Failure Occurred")),
         })
+    return out
+
+
+_LIMIT_WORDS = ("enforced", "current", "requested", "default", "min", "max")
+
+
+def _power_limits(values):
+    """The GPU's power limits wherever a driver nests them under its power readings: ``GPU Power Readings/Current
+    Power Limit`` (R535+), ``Power Readings/Enforced Power Limit`` (older), or a block of their own under the
+    readings (``.../Power Limit/Current``, ``.../Power Limits/Default``): {word: value} for enforced, current,
+    requested, default, min, max. The memory's and the module's readings (``GPU Memory Power Readings``, ``Module
+    Power Readings``) are not the GPU's limits."""
+    out = {}
+    for key, value in values.items():
+        parts = [x.strip().lower() for x in key.split("/")]
+        readings = [i for i, x in enumerate(parts) if x.endswith("power readings")]
+        if not readings or any(x.startswith(("gpu memory", "memory", "module")) for x in (parts[readings[-1]],)):
+            continue
+        below = parts[readings[-1] + 1:]
+        if not below or not any("power limit" in x for x in below):
+            continue
+        words = " ".join(below).split()
+        for word in _LIMIT_WORDS:
+            if word in words and word not in out:
+                out[word] = value
+                break
+        else:
+            if below[-1] in ("power limit", "power limits") and "current" not in out:
+                out["current"] = value
     return out
 
 
@@ -182,18 +216,33 @@ _P2P_ROW_RE = re.compile(r"^\s*(GPU\d+)\s+(.*)$")
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
 
-def parse_topo_p2p(text):
-    """``nvidia-smi topo -p2p r`` (or ``w``, ``rw``...) -> {"GPU0": {"GPU1": "OK", ...}, ...}. Legend lines and
-    prompts are skipped; the header row names the columns."""
+_P2P_KIND_RE = re.compile(r"topo\s+-p2p[\s=]+(rw|r|w|n|a|p)\b|\(topo -p2p (rw|r|w|n|a|p)\)")
+# What each capability of ``nvidia-smi topo -p2p`` is (nvidia-smi --help: r = read, w = write, n = NVLink,
+# a = atomics, p = prop; rw is read and write together).
+P2P_KINDS = {"r": "read", "w": "write", "rw": "read/write", "n": "NVLink", "a": "atomics", "p": "prop"}
+
+
+def parse_topo_p2p_matrices(text):
+    """Every ``nvidia-smi topo -p2p r|w|rw|n|a|p`` matrix of a paste, in order: [{"kind", "matrix"}]. ``kind`` is
+    the capability the command line (or a ``(topo -p2p rw)`` title) before the matrix names, None when the paste
+    does not say. Codes: X, OK, CNS, GNS, TNS, NS, DR, U; cells tab- or space-aligned, trailing tabs, ANSI escapes
+    (nvidia-smi underlines its header on a terminal) and a Markdown block's indentation are read."""
+    out = []
+    kind = None
     columns = []
-    matrix = {}
+    current = None
     for raw in (text or "").splitlines():
         line = _ANSI_RE.sub("", raw)
+        m = _P2P_KIND_RE.search(line)
+        if m:
+            kind = m.group(1) or m.group(2)
+            columns, current = [], None
+            continue
         cells = line.split()
         if not cells:
             continue
         if all(re.match(r"^GPU\d+$", c) for c in cells):
-            columns = cells
+            columns, current = cells, None
             continue
         m = _P2P_ROW_RE.match(line)
         if not m or not columns:
@@ -201,8 +250,23 @@ def parse_topo_p2p(text):
         codes = m.group(2).split()
         if not codes or not all(c in _P2P_CODES for c in codes):
             continue
-        matrix[m.group(1)] = dict(zip(columns, codes))  # noqa: B905
-    return matrix
+        if current is None:
+            current = {"kind": kind, "matrix": {}}
+            out.append(current)
+            kind = None
+        current["matrix"][m.group(1)] = dict(zip(columns, codes))  # noqa: B905
+    return out
+
+
+def parse_topo_p2p(text):
+    """``nvidia-smi topo -p2p r`` (or ``w``, ``rw``...) -> {"GPU0": {"GPU1": "OK", ...}, ...}: the read matrix of a
+    paste that holds several (read, read/write, else the first); legend lines and prompts are skipped."""
+    found = parse_topo_p2p_matrices(text)
+    for wanted in ("r", "rw", None):
+        for m in found:
+            if m["kind"] == wanted:
+                return m["matrix"]
+    return found[0]["matrix"] if found else {}
 
 
 _LIMIT_NAMES = {"Max locked memory": "memlock", "Max open files": "nofile"}
@@ -266,6 +330,96 @@ def parse_lspci_acs(text):
     return found
 
 
+_LNK_RE = re.compile(r"^\s*(LnkCap|LnkSta):\s*(?:Port #\d+,\s*)?Speed ([\d.]+)GT/s( \((?:downgraded|ok)\))?, "
+                     r"Width x(\d+)( \((?:downgraded|ok)\))?")
+_ACSCAP_RE = re.compile(r"ACSCap:\s*(.*)$")
+# PCIe signalling rate per generation (GT/s), as lspci prints it
+PCIE_GEN_OF_SPEED = {"2.5": 1, "5": 2, "8": 3, "16": 4, "32": 5, "64": 6}
+
+
+def parse_lspci(text):
+    """``lspci -vvv`` (whole, or lines of it) -> [{"device", "name", "nvidia", "acs_cap", "acs_ctl", "redirect",
+    "lnkcap": {"speed", "gen", "width"}, "lnksta": {"speed", "gen", "width", "speed_downgraded",
+    "width_downgraded"}}], one entry per function that shows any of those lines (``device`` None where the paste
+    has no function header above them). lspci marks a link below its capability ``(downgraded)`` (pciutils 3.8+)."""
+    out = []
+    cur = None
+    for raw in (text or "").splitlines():
+        m = _LSPCI_DEV_RE.match(raw)
+        if m:
+            cur = {"device": (m.group(1) or "0000:") + m.group(2), "name": m.group(3),
+                   "nvidia": "NVIDIA" in m.group(3), "acs_cap": None, "acs_ctl": None, "redirect": None,
+                   "lnkcap": None, "lnksta": None, "_shown": False}
+            out.append(cur)
+            continue
+        lm = _LNK_RE.match(raw)
+        a = _ACS_RE.search(raw)
+        c = _ACSCAP_RE.search(raw)
+        if not (lm or a or c):
+            continue
+        if cur is None or (lm and cur.get(lm.group(1).lower())) or (a and cur["acs_ctl"]) or (c and cur["acs_cap"]):
+            cur = {"device": None, "name": None, "nvidia": None, "acs_cap": None, "acs_ctl": None,
+                   "redirect": None, "lnkcap": None, "lnksta": None, "_shown": False}
+            out.append(cur)
+        cur["_shown"] = True
+        if lm:
+            speed = lm.group(2).rstrip("0").rstrip(".") if "." in lm.group(2) else lm.group(2)
+            link = {"speed": speed, "gen": PCIE_GEN_OF_SPEED.get(speed), "width": int(lm.group(4))}
+            if lm.group(1) == "LnkSta":
+                link["speed_downgraded"] = bool(lm.group(3) and "downgraded" in lm.group(3))
+                link["width_downgraded"] = bool(lm.group(5) and "downgraded" in lm.group(5))
+            cur[lm.group(1).lower()] = link
+        if c:
+            cur["acs_cap"] = c.group(1).strip()
+        if a:
+            cur["acs_ctl"] = a.group(1).strip()
+            on = [f[:-1] for f in a.group(1).split() if f.endswith("+")]
+            cur["redirect"] = any(f in on for f in ("SrcValid", "ReqRedir", "CmpltRedir"))
+    shown = [d for d in out if d.pop("_shown") or d["device"]]
+    return shown
+
+
+def lspci_links(devices):
+    """The PCIe links lspci shows, in the shape ``check_pcie_links`` reads (``-q``'s GPU Link Info): the NVIDIA
+    functions', else (a paste of link lines without their function header) every link shown."""
+    links = [d for d in devices if d["lnksta"] and d["nvidia"]] or [d for d in devices if d["lnksta"]
+                                                                      and d["nvidia"] is None]
+    out = []
+    for d in links:
+        cap, sta = d["lnkcap"] or {}, d["lnksta"]
+        # without the LnkCap line, lspci's "(downgraded)" still says the link runs below what it can
+        out.append({"bus_id": d["device"] or "(lspci, no header)", "pcie_width_current": sta["width"],
+                    "pcie_width_max": cap.get("width") or (None if sta.get("width_downgraded") else sta["width"]),
+                    "width_downgraded": sta.get("width_downgraded"), "pcie_gen_current": sta["gen"],
+                    "pcie_gen_max": cap.get("gen") or (None if sta.get("speed_downgraded") else sta["gen"]),
+                    "utilization_gpu": None, "source": "lspci"})
+    return out
+
+
+_GRUB_RE = re.compile(r"""^\s*GRUB_CMDLINE_LINUX(?:_DEFAULT)?\s*=\s*["']?(.*?)["']?\s*$""")
+
+
+def parse_cmdline(text):
+    """The kernel command line of a paste: ``/proc/cmdline`` (a line with ``BOOT_IMAGE=`` or ``root=``) or the
+    ``GRUB_CMDLINE_LINUX[_DEFAULT]="..."`` lines of /etc/default/grub (commented ones skipped; both lines make the
+    command line). {"source": "proc" | "grub", "line", "args"} or None."""
+    grub = []
+    for raw in (text or "").splitlines():
+        line = raw.strip()
+        if line.startswith("#"):
+            continue
+        m = _GRUB_RE.match(line)
+        if m:
+            grub.append(m.group(1))
+            continue
+        if re.search(r"(?:^|\s)(?:BOOT_IMAGE=|root=(?:UUID=|/dev/|LABEL=|PARTUUID=|ZFS=))", line):
+            return {"source": "proc", "line": line, "args": line.split()}
+    if grub:
+        joined = " ".join(g for g in grub if g)
+        return {"source": "grub", "line": joined, "args": joined.split()}
+    return None
+
+
 _IOMMU_ARGS_RE = re.compile(r"(?:^|\s)((?:intel_iommu|amd_iommu|iommu)=\S+)")
 
 
@@ -273,9 +427,14 @@ def iommu_mode(cmdline, groups_present):
     """The kernel's IOMMU mode from ``/proc/cmdline`` and whether ``/sys/kernel/iommu_groups`` has groups:
     ``off``, ``passthrough`` (``iommu=pt``: DMA not translated for host devices), ``translated`` (groups present
     without ``iommu=pt``), ``none`` (no groups)."""
-    args = _IOMMU_ARGS_RE.findall(cmdline or "")
+    args = [a.strip("\"'") for a in _IOMMU_ARGS_RE.findall(cmdline or "")]
     if any(a in ("iommu=pt", "iommu=off", "intel_iommu=off", "amd_iommu=off") for a in args):
         return ("passthrough" if "iommu=pt" in args else "off"), args
+    if groups_present is None:
+        # a pasted command line alone: an IOMMU switched on without iommu=pt translates; without any argument the
+        # kernel's build default decides, which the command line does not show
+        on = any(a in ("intel_iommu=on", "amd_iommu=on", "iommu=on", "iommu=force", "iommu=nopt") for a in args)
+        return ("translated" if on else "unknown"), args
     return ("translated" if groups_present else "none"), args
 
 
@@ -345,7 +504,8 @@ def check_acs_iommu(acs, lspci_found, mode, args, gpu_count, virtualized):
         return check(
             "acs_iommu", "warn",
             "ACS redirects peer traffic on %d of %d PCIe functions, e.g. %s: %s%s"
-            % (len(redirecting), len(acs), first["device"] or "?", first["line"], where),
+            % (len(redirecting), len(acs), first["device"] or "a function whose lspci header is not shown",
+               first["line"], where),
             "disable ACS on the bridges between the GPUs (BIOS, or `setpci -s BDF ECAP_ACS+6.w=0000` per bridge, or "
             "the kernel's pci=noacs where available) and boot with iommu=pt",
             NCCL_TROUBLESHOOTING)
@@ -374,10 +534,14 @@ def check_pcie_links(gpus):
         label = "GPU%d %s" % (i, g.get("bus_id"))
         if wc and wm and wc < wm:
             narrow.append("%s x%d of x%d" % (label, wc, wm))
+        elif wc and not wm and g.get("width_downgraded"):
+            narrow.append("%s x%d, below its capability (lspci: downgraded)" % (label, wc))
         if gc and gm and gc < gm:
             # nvidia-smi: link generation "may be reduced when the GPU is not in use"
             busy = (g.get("utilization_gpu") or 0) > 0
-            (slow if busy else idle_slow).append("%s gen %d of %d%s" % (label, gc, gm, "" if busy else " (idle)"))
+            (slow if busy else idle_slow).append("%s gen %d of %d%s" % (
+                label, gc, gm, "" if busy else (" (idle)" if g.get("utilization_gpu") is not None
+                                                else " (load not known)")))
     if narrow or slow:
         return check(
             "pcie_link", "warn", "downtrained PCIe link: " + "; ".join(narrow + slow),
@@ -628,6 +792,158 @@ def evaluate(inputs):
         check_disk(inputs.get("disk") or [], inputs.get("model_bytes")),
         check_ram(meminfo.get("MemTotal"), inputs.get("model_bytes")),
     ]
+
+
+def _nccl_name(summary):
+    return "NCCL " + summary["nccl_version"] if summary.get("nccl_version") else "NCCL"
+
+
+def check_nccl_transport(summary):
+    """NCCL's own account of the transport between the GPU pairs it connected (module_utils/nccl_log.py): pairs of
+    one host connected through host memory (SHM) or the network are a warning with NCCL's line as evidence and the
+    setting NCCL reported as the fix."""
+    pairs = (summary or {}).get("pairs") or []
+    slow = [p for p in pairs if p.get("family") in ("SHM", "NET")]
+    source = nccl_log.NCCL_SRC + "src/transport/shm.cc"
+    if slow:
+        first = slow[0]
+        kinds = sorted(set(p["transport"] for p in slow))
+        return check("nccl_transport", "warn", "%s connected %d of %d GPU pairs via %s, e.g. %s; NCCL's line: %s"
+                     % (_nccl_name(summary), len(slow), len(pairs), "/".join(kinds),
+                        nccl_log.pair_text(first), first["line"]),
+                     "; ".join(nccl_log.what_would_change(summary)) or "give the GPUs P2P (see the p2p check)",
+                     source)
+    first = pairs[0]
+    return check("nccl_transport", "ok", "%s connected every one of %d GPU pairs via %s; NCCL's line: %s"
+                 % (_nccl_name(summary), len(pairs), "/".join(sorted(set(p["transport"] for p in pairs))),
+                    first["line"]), source=nccl_log.NCCL_SRC + "src/transport/p2p.cc")
+
+
+# ---- pasted outputs -------------------------------------------------------------------------------------------
+
+PASTE_KINDS = ("topo-p2p", "lspci", "cmdline", "limits", "kernel-log", "nccl", "meminfo")
+
+
+def read_pasted(text):
+    """What one pasted text holds of the host checks' inputs beyond nvidia-smi's own outputs (which
+    ``nvidia_smi.read_saved_output`` reads): ``{"kinds": [...], "topo_p2p": [matrices], "lspci": [devices],
+    "cmdline": {...} or None, "limits": {...}, "xids": [...], "kernel_log": bool, "nccl": summary or None,
+    "meminfo": {...}, "q_gpus": [...]}``. ``kinds`` is empty when none was found."""
+    text = text or ""
+    out = {"kinds": [], "topo_p2p": parse_topo_p2p_matrices(text), "lspci": parse_lspci(text),
+           "cmdline": parse_cmdline(text), "limits": parse_proc_limits(text), "xids": parse_xid(text),
+           "kernel_log": False, "nccl": None, "meminfo": parse_meminfo(text), "q_gpus": parse_q_gpus(text)}
+    if out["topo_p2p"]:
+        out["kinds"].append("topo-p2p")
+    if out["lspci"]:
+        out["kinds"].append("lspci")
+    if out["cmdline"]:
+        out["kinds"].append("cmdline")
+    if out["limits"]:
+        out["kinds"].append("limits")
+    if out["xids"] or re.search(r"^\s*(?:\[\s*\d+\.\d+\]|\w{3} [ \d]\d \d\d:\d\d:\d\d \S+ kernel:)", text, re.M):
+        out["kernel_log"] = True
+        out["kinds"].append("kernel-log")
+    if "NCCL INFO" in text or "NCCL WARN" in text:
+        summary = nccl_log.read(text)
+        if summary["found"] or summary["refusals"] or summary["nccl_version"]:
+            out["nccl"] = summary
+            out["kinds"].append("nccl")
+    if out["meminfo"].get("MemTotal"):
+        out["kinds"].append("meminfo")
+    return out
+
+
+# What decides each check, named in the verdict of a check a paste could not decide.
+NEEDS = {
+    "driver_cuda": "the serving stack's CUDA (the host's provenance record, or a host run of moesweep facts -i)",
+    "p2p": "`nvidia-smi topo -p2p r`",
+    "acs_iommu": "`lspci -vvv` (the bridges' ACSCtl) and `cat /proc/cmdline`",
+    "pcie_link": "`nvidia-smi -q` (GPU Link Info) or `lspci -vvv` (LnkCap / LnkSta)",
+    "numa": "the sglang unit's allowed CPUs (a host run)",
+    "shm": "`df -h /dev/shm`, read on the host",
+    "limits": "`cat /proc/PID/limits` of the server",
+    "power_cap": "`nvidia-smi -q` (power readings)",
+    "persistence": "`nvidia-smi -q` (Persistence Mode)",
+    "gpu_errors": "`nvidia-smi -q` (ECC, retired pages, remapped rows) and the kernel log (`dmesg | grep -i xid`)",
+    "disk": "the free space of the model's disk (a host run)",
+    "ram": "`cat /proc/meminfo`",
+    "nccl_transport": "NCCL's INFO lines (NCCL_DEBUG=INFO) of a run over the GPUs",
+}
+
+
+def evaluate_pasted(readings, facts=None):
+    """The host checks on pasted outputs: ``readings`` from ``read_pasted`` (one per file), ``facts`` the merged
+    nvidia-smi facts (``nvidia_smi.merge_saved_outputs``: GPU count, virtualization). Returns ``(checks,
+    undecided)``: the checks the pastes decide, with the verdicts, evidence and fixes a host run gives (the same
+    check functions), and [{"name", "needs"}] for each check no paste decides."""
+    facts = facts or {}
+    gpus = [g for r in readings for g in r.get("q_gpus") or []]
+    matrices = [m for r in readings for m in r.get("topo_p2p") or []]
+    lspci = [d for r in readings for d in r.get("lspci") or []]
+    cmdline = next((r["cmdline"] for r in readings if r.get("cmdline")), None)
+    limits = next((r["limits"] for r in readings if r.get("limits")), None)
+    xids = [x for r in readings for x in r.get("xids") or []]
+    kernel_log = any(r.get("kernel_log") for r in readings)
+    nccl = next((r["nccl"] for r in readings if (r.get("nccl") or {}).get("found")), None)
+    meminfo = next((r["meminfo"] for r in readings if r.get("meminfo", {}).get("MemTotal")), None)
+    # the most GPUs any paste shows (nvidia-smi's own outputs, -q's blocks, a P2P matrix's rows)
+    count = max([facts.get("gpu_count") or 0, len(gpus)] + [len(m["matrix"]) for m in matrices]) or None
+    virtualized = facts.get("virtualization") in ("passthrough", "vgpu") or any(
+        (g.get("virtualization_mode") or "").lower() in ("pass-through", "vgpu") for g in gpus)
+    checks = []
+    if matrices:
+        chosen = next((m for k in ("r", "rw", None) for m in matrices if m["kind"] == k), matrices[0])
+        c = check_p2p(chosen["matrix"], count)
+        if chosen["kind"] not in (None, "r"):
+            c["evidence"] = c["evidence"].replace("topo -p2p r", "topo -p2p %s" % chosen["kind"], 1)
+        checks.append(c)
+    partial = []
+    acs = [d for d in lspci if d["acs_ctl"]]
+    if acs or cmdline:
+        mode, args = iommu_mode(cmdline["line"] if cmdline else "", None)
+        regs = [{"device": d["device"], "name": d["name"], "redirect": d["redirect"], "line": "ACSCtl: " + d["acs_ctl"]}
+                for d in acs]
+        c = check_acs_iommu(regs, True, mode, args, count, virtualized)
+        if not acs:
+            # what the command line says, not the host run's "lspci is not installed"
+            c = check_acs_iommu(regs, True, mode, args, count, virtualized)
+            c["evidence"] = c["evidence"].replace("no PCIe function redirects peer traffic (0 ACS registers read)",
+                                                  "ACS not read (no ACSCtl line pasted)")
+            partial.append({"name": "acs_iommu", "needs": "`lspci -vvv` (the bridges' ACSCtl): the ACS half"})
+        if not cmdline:
+            c["evidence"] = c["evidence"].replace("IOMMU unknown", "IOMMU mode not read (no kernel command line "
+                                                  "pasted)")
+            partial.append({"name": "acs_iommu", "needs": "`cat /proc/cmdline`: the IOMMU half"})
+        if cmdline:
+            c["evidence"] += " [%s: %s]" % ("/proc/cmdline" if cmdline["source"] == "proc" else "grub",
+                                           " ".join(args) or "no IOMMU argument")
+        checks.append(c)
+    links = [g for g in gpus if g.get("pcie_width_current") or g.get("pcie_gen_current")] or lspci_links(lspci)
+    if links:
+        checks.append(check_pcie_links(links))
+    if limits:
+        checks.append(check_limits(dict(limits), "the pasted /proc/PID/limits", count))
+    power = [g for g in gpus if g.get("power_limit_w") is not None or g.get("power_default_w") is not None]
+    if power:
+        checks.append(check_power(power))
+    persist = [g for g in gpus if g.get("persistence_mode") is not None]
+    if persist:
+        checks.append(check_persistence(persist))
+    if gpus or kernel_log:
+        c = check_errors(gpus, xids, kernel_log)
+        if not gpus:
+            c["evidence"] += " (no nvidia-smi -q pasted: ECC, retired pages and remapped rows not read)"
+        c["evidence"] = c["evidence"].replace("(kernel log not readable: Xids not checked)",
+                                              "(no kernel log pasted: Xids not checked)")
+        checks.append(c)
+    if meminfo:
+        checks.append(check_ram(meminfo.get("MemTotal"), None))
+    if nccl:
+        checks.append(check_nccl_transport(nccl))
+    decided = set(c["name"] for c in checks)
+    undecided = [{"name": name, "needs": needs} for name, needs in NEEDS.items() if name not in decided]
+    return checks, partial + undecided
 
 
 def summarise(checks):

@@ -383,12 +383,15 @@ def what_would_change(summary):
     if not out and any(p["family"] == "SHM" for p in slow):
         farther = [p for p in summary.get("paths") or []
                    if p["type"] in PATH_TYPES and PATH_TYPES.index(p["type"]) > PATH_TYPES.index(DEFAULT_P2P_LEVEL)]
-        path = (" (NCCL's path between GPU%d and GPU%d: %s)" % (farther[0]["src"], farther[0]["dst"],
-                                                               farther[0]["type"])) if farther else ""
-        out.append("NCCL printed no refusal: the GPUs are farther apart than its default P2P level %s (no P2P "
-                   "across a CPU host bridge)%s; NCCL_P2P_LEVEL=SYS lets it try P2P, which works only where the "
-                   "GPUs' P2P status is OK (nvidia-smi topo -p2p r) (%s)"
-                   % (DEFAULT_P2P_LEVEL, path, NCCL_SRC + "src/graph/paths.cc:308"))
+        if farther:
+            why = ("the GPUs are farther apart than its default P2P level %s (no P2P across a CPU host bridge; "
+                   "NCCL's path between GPU%d and GPU%d: %s)" % (DEFAULT_P2P_LEVEL, farther[0]["src"],
+                                                                 farther[0]["dst"], farther[0]["type"]))
+        else:
+            why = ("so it did not try P2P: its topology put the GPUs beyond its P2P level (default %s: no P2P across "
+                   "a CPU host bridge; NCCL_DEBUG_SUBSYS with GRAPH prints the path it computed)" % DEFAULT_P2P_LEVEL)
+        out.append("NCCL printed no refusal of P2P: %s; NCCL_P2P_LEVEL=SYS lets it try P2P, which works only where the "
+                   "GPUs' P2P status is OK (nvidia-smi topo -p2p r) (%s)" % (why, NCCL_SRC + "src/graph/paths.cc:308"))
     if any(p["family"] == "NET" for p in slow) and (summary.get("nnodes") or 1) <= 1:
         out.append("GPUs of one host connected through the network: NCCL's SHM transport needs the processes to "
                    "share /dev/shm (containers: the same IPC namespace), and NCCL_SHM_DISABLE unset (%s)"

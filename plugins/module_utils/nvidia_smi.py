@@ -822,6 +822,12 @@ def parse_smi_q(text):
         gpu["memory_total_mib"] = total if isinstance(total, int) else None
         readings = {key: rows.get("gpu power readings/" + key) or rows.get("power readings/" + key)
                     for key in _POWER_LIMIT_KEYS}
+        # a driver that nests the limits in a block of their own under the readings (".../Power Limits/Current")
+        for block in ("gpu power readings/power limits/", "gpu power readings/power limit/",
+                      "power readings/power limits/"):
+            for word in ("enforced", "current"):
+                if readings.get(word + " power limit") is None and rows.get(block + word) is not None:
+                    readings[word + " power limit"] = rows[block + word]
         limit = to_number(_power_limit_in_force(readings))
         gpu["power_limit_w"] = limit if isinstance(limit, (int, float)) else None
     return result

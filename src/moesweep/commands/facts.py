@@ -1,15 +1,20 @@
-"""``moesweep facts --from-file FILE [FILE ...] [--json]``: the facts a saved nvidia-smi output establishes.
+"""``moesweep facts --from-file FILE [FILE ...] [--json]``: the facts and host checks saved outputs establish.
 
 Reads any saved or pasted nvidia-smi output: the plain table, ``-q``, ``-q -x``, ``--query-gpu`` CSV
-with or without header, ``-L``, ``topo -m``, or the text nvidia-smi prints when the driver cannot be
-used. A shell prompt, the command line and a wrapper's own lines around the output are tolerated.
-Several files (the table and ``topo -m``, say) are merged into one set of facts. ``-`` reads stdin.
+with or without header, ``-L``, ``topo -m``, ``topo -p2p r|w|rw|n|a``, or the text nvidia-smi prints when
+the driver cannot be used; and what else the host checks read: ``lspci -vvv`` (ACSCap / ACSCtl, LnkCap /
+LnkSta), ``/proc/cmdline`` or a ``GRUB_CMDLINE_LINUX`` line (the IOMMU mode), ``/proc/PID/limits``, the
+kernel log (Xid lines), ``/proc/meminfo`` and NCCL's INFO lines (the transport NCCL chose between the GPUs).
+A shell prompt, the command line and a wrapper's own lines around the output are tolerated. Several files
+(in any order) are merged into one set of facts and one run of the host checks, which says which checks
+the files could not decide. ``-`` reads stdin.
 
 Exit status: 0 facts were read, 3 the output shows a driver failure, 2 a file cannot be read (the
-reason is printed).
+reason is printed, naming the file).
 
 The reading is ``plugins/module_utils/nvidia_smi.py`` (``read_saved_output`` /
-``merge_saved_outputs``), the same parsers ``gpu_facts`` runs on a live host.
+``merge_saved_outputs``) and ``plugins/module_utils/host_checks.py`` (``read_pasted`` /
+``evaluate_pasted``), the same parsers and checks ``gpu_facts`` runs on a live host.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import sys
 import moesweep._collection  # noqa: F401  (puts the in-repo collection on sys.path)
 
 # isort: split
+from ansible_collections.moesweep.sweep.plugins.module_utils import host_checks as hc
 from ansible_collections.moesweep.sweep.plugins.module_utils import nvidia_smi as smi
 
 EXIT_OK = 0
@@ -28,6 +34,10 @@ EXIT_UNREADABLE = 2
 EXIT_DRIVER_FAILURE = 3
 
 RECOGNISED = "the plain table, -q, -q -x, --query-gpu CSV, -L, topo -m, or a driver error message"
+RECOGNISED_HOST = (
+    "nor topo -p2p, lspci -vvv, /proc/cmdline or a GRUB_CMDLINE_LINUX line, /proc/PID/limits, a kernel log, "
+    "/proc/meminfo or NCCL INFO lines"
+)
 
 # What the JSON keeps of each GPU (the reading has more: pci_bus_id, memory, power cap ...).
 JSON_GPU_KEYS = (
@@ -92,20 +102,53 @@ def read_text(path: str) -> str:
     return text
 
 
-def load(paths: list[str]) -> tuple[dict, list[dict]]:
-    """Read and merge the files. Returns ``(facts, sources)``; raises UnreadableInput naming the file."""
+def load_all(paths: list[str]) -> tuple[dict, list[dict], list[dict]]:
+    """Read and merge the files. Returns ``(facts, sources, host_readings)``; raises UnreadableInput naming the
+    first file in which neither nvidia-smi output nor any other host-check input is found."""
     readings = []
+    hosts = []
     sources = []
     for path in paths:
-        reading = smi.read_saved_output(read_text(path))
-        if not reading["formats"]:
-            raise UnreadableInput(f"{path}: no nvidia-smi output found in it (expected {RECOGNISED})")
+        text = read_text(path)
+        reading = smi.read_saved_output(text)
+        host = hc.read_pasted(text)
+        if not reading["formats"] and not host["kinds"]:
+            raise UnreadableInput(
+                f"{path}: no nvidia-smi output found in it (expected {RECOGNISED}; {RECOGNISED_HOST})"
+            )
         readings.append(reading)
-        sources.append({"file": path, "formats": reading["formats"]})
-    return smi.merge_saved_outputs(readings), sources
+        hosts.append(host)
+        sources.append({"file": path, "formats": reading["formats"] + [k for k in host["kinds"]]})
+    return smi.merge_saved_outputs(readings), sources, hosts
 
 
-def as_json(facts: dict, sources: list[dict]) -> dict:
+def load(paths: list[str]) -> tuple[dict, list[dict]]:
+    """Read and merge the files. Returns ``(facts, sources)``; raises UnreadableInput naming the file."""
+    facts, sources, _hosts = load_all(paths)
+    return facts, sources
+
+
+def host_checks(facts: dict, hosts: list[dict]) -> tuple[list[dict], list[dict]]:
+    """The host checks the files decide (same verdicts, evidence and fixes as gpu_facts on a host) and the ones
+    they cannot, each with the input that would decide it."""
+    return hc.evaluate_pasted(hosts, facts)
+
+
+def checks_lines(checks: list[dict], undecided: list[dict]) -> list[str]:
+    """The host checks as text: one line per check (its fix under a warning or a failure), then what is not
+    decided and the input that would decide it."""
+    lines = []
+    for check in checks:
+        line = f"  {check['verdict']:<4}  {check['name']}: {check['evidence']}"
+        if check["verdict"] != "ok" and check.get("fix"):
+            line += f"\n        fix: {check['fix']}"
+        lines.append(line)
+    for item in undecided:
+        lines.append(f"  not decided  {item['name']}: needs {item['needs']}")
+    return lines
+
+
+def as_json(facts: dict, sources: list[dict], checks=None) -> dict:
     out = {
         "gpus": [{key: gpu.get(key) for key in JSON_GPU_KEYS} for gpu in facts["gpus"]],
         "gpu_count": facts["gpu_count"],
@@ -125,6 +168,8 @@ def as_json(facts: dict, sources: list[dict]) -> dict:
         "sources": sources,
         "warnings": facts["warnings"],
     }
+    if checks is not None:
+        out["host_checks"], out["host_checks_undecided"] = checks
     return out
 
 
@@ -144,7 +189,7 @@ def _models_line(facts: dict) -> str:
     return f"GPUs: {facts['gpu_count']} ({'; '.join(parts)})"
 
 
-def human(facts: dict, sources: list[dict]) -> str:
+def human(facts: dict, sources: list[dict], checks=None) -> str:
     lines = []
     if facts["driver_failure"]:
         lines.append(f"driver failure: {facts['driver_failure']}")
@@ -166,6 +211,9 @@ def human(facts: dict, sources: list[dict]) -> str:
     lines.append(f"MIG: {mig}; GPU virtualization: {facts['virtualization'] or 'unknown'}")
     lines.append("read: " + "; ".join(f"{s['file']} ({', '.join(s['formats'])})" for s in sources))
     lines.extend(f"warning: {w}" for w in facts["warnings"])
+    if checks is not None:
+        lines.append("host checks (from the files):")
+        lines.extend(checks_lines(*checks))
     return "\n".join(lines)
 
 
@@ -202,12 +250,13 @@ def run(args) -> int:
     if getattr(args, "inventory", None):
         return from_hosts(args)
     try:
-        facts, sources = load(args.files)
+        facts, sources, hosts = load_all(args.files)
     except UnreadableInput as exc:
         print(f"moesweep facts: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
+    checks = None if facts["driver_failure"] else host_checks(facts, hosts)
     if args.json:
-        print(json.dumps(as_json(facts, sources), indent=2, sort_keys=True))
+        print(json.dumps(as_json(facts, sources, checks), indent=2, sort_keys=True))
     else:
-        print(human(facts, sources))
+        print(human(facts, sources, checks))
     return EXIT_DRIVER_FAILURE if facts["driver_failure"] else EXIT_OK

@@ -164,3 +164,30 @@ def test_facts_from_hosts_prints_each_host_check_and_the_fix_of_those_not_ok(mon
     assert rc == 0
     assert "  ok    p2p: P2P read OK between all 28 GPU pairs" in out
     assert "  warn  shm: /dev/shm is 64 MiB\n        fix: enlarge it" in out
+
+
+HC = FIXTURES / "host_checks"
+
+
+def test_host_check_inputs_of_every_kind_in_any_order(capsys):
+    """Pastes that are not nvidia-smi's own (lspci, a grub line with a -p2p matrix, NCCL's lines, a kernel log)
+    are read, listed with their kinds, and the host checks run on them; the checks no file decides are named."""
+    files = [FIXTURES / "nccl" / "shm-h800-ranks-2-3-nccl-1609.txt", HC / "lspci-acsctl-tabs-redirect-nccl-629.txt",
+             HC / "grub-iommu-pt-then-topo-p2p-rw-gns-ns-4gpu-aikitoria-43.txt", HC / "dmesg-xid79-nvsentinel-155.txt"]
+    rc, f, err = facts_json(capsys, *files)
+    assert rc == 0 and err == ""
+    assert [s["formats"] for s in f["sources"]] == [["nccl"], ["lspci"], ["topo-p2p", "cmdline"], ["kernel-log"]]
+    verdicts = {c["name"]: c["verdict"] for c in f["host_checks"]}
+    assert verdicts == {"p2p": "warn", "acs_iommu": "warn", "gpu_errors": "fail", "nccl_transport": "warn"}
+    assert "pcie_link" in [u["name"] for u in f["host_checks_undecided"]]
+    rc, out, _err = run(capsys, "--from-file", *[str(p) for p in files])
+    assert "host checks (from the files):" in out and "  fail  gpu_errors: 1 Xid line(s)" in out
+    assert "  not decided  shm: needs `df -h /dev/shm`" in out
+
+
+def test_an_unreadable_file_among_readable_ones_is_named(capsys, tmp_path):
+    bad = tmp_path / "notes.txt"
+    bad.write_text("the GPUs seem slow, any idea?\n")
+    rc, out, err = run(capsys, "--from-file", str(HC / "lspci-acsctl-off-nccl-1405.txt"), str(bad))
+    assert rc == 2 and out == "" and err.startswith(f"moesweep facts: {bad}: no nvidia-smi output found")
+    assert "lspci -vvv" in err and "NCCL INFO lines" in err

@@ -7,7 +7,7 @@ import pytest
 
 # isort: split
 from ansible_collections.moesweep.sweep.plugins.module_utils import host_checks as hc
-from helpers.paths import FIXTURES
+from helpers.paths import FIXTURES, REPO
 
 HC = FIXTURES / "host_checks"
 SMI = FIXTURES / "nvidia-smi"
@@ -239,3 +239,110 @@ def test_evaluate_on_the_h200_recording_and_summary():
     summary = hc.summarise([hc.check_shm(64 << 20, 8), hc.check_driver("570.172.08", "12.8", "13.0")])
     assert summary["fail"][0].startswith("host check driver_cuda: driver 570.172.08") and "Fix: " in summary["fail"][0]
     assert summary["warn"][0].startswith("host check shm: /dev/shm is 64 MiB")
+
+
+# ---- pasted outputs (moesweep facts --from-file, check --nvidia-smi) ----------------------------------------------
+
+
+def pasted(*paths):
+    """(checks by name, undecided names) of the host checks on pasted files, as the CLI runs them."""
+    checks, undecided = hc.evaluate_pasted([hc.read_pasted(read(p)) for p in paths], {})
+    return by_name(checks), [u["name"] for u in undecided]
+
+
+@pytest.mark.parametrize("name, kind, codes", [
+    ("grub-iommu-pt-then-topo-p2p-rw-gns-ns-4gpu-aikitoria-43.txt", "rw", {"GNS": 2, "NS": 4}),
+    ("topo-p2p-rw-spaces-markdown-2x5090-club-3090-1130.txt", None, {"GNS": 1}),  # its command is in a title
+    ("topo-m-phb-then-p2p-rw-tabs-2x5090-club-3090-1229.txt", "rw", {"GNS": 1}),
+    ("topo-p2p-gns-2x5090-club3090-1124.txt", None, {"GNS": 1}),
+])
+def test_topo_p2p_matrices_of_every_alignment_and_kind(name, kind, codes):
+    (m,) = hc.parse_topo_p2p_matrices(read(HC / name))
+    assert m["kind"] == kind or (kind is None and m["kind"] in (None, "rw"))
+    seen = {}
+    gpus = sorted(m["matrix"])
+    for i, a in enumerate(gpus):
+        for b in gpus[i + 1:]:
+            seen[m["matrix"][a][b]] = seen.get(m["matrix"][a][b], 0) + 1
+    assert seen == codes
+    checks, _undecided = pasted(HC / name)
+    assert checks["p2p"]["verdict"] == "warn" and "GNS between" in checks["p2p"]["evidence"]
+
+
+def test_topo_p2p_kinds_from_their_command_lines_and_ansi_escapes():
+    text = ("$ nvidia-smi topo -p2p n\n \t\x1b[4mGPU0\tGPU1\t\x1b[0m\n GPU0\tX\tOK\t\n GPU1\tOK\tX\t\n"
+            "$ nvidia-smi topo -p2p r\n \t\x1b[4mGPU0\tGPU1\t\x1b[0m\n GPU0\tX\tCNS\t\n GPU1\tCNS\tX\t\n"
+            "$ nvidia-smi topo -p2p a\n        GPU0    GPU1\n GPU0   X       TNS\n GPU1   TNS     X\n")
+    found = hc.parse_topo_p2p_matrices(text)
+    assert [m["kind"] for m in found] == ["n", "r", "a"]
+    assert hc.parse_topo_p2p(text) == {"GPU0": {"GPU0": "X", "GPU1": "CNS"}, "GPU1": {"GPU0": "CNS", "GPU1": "X"}}
+    assert "CNS between 1 of 1 pairs" in hc.check_p2p(hc.parse_topo_p2p(text), 2)["evidence"]
+
+
+def test_the_kernel_command_line_from_proc_and_from_grub():
+    proc = hc.parse_cmdline(read(HC / "proc-cmdline-intel-iommu-on-pt-sgpupt-28.txt"))
+    assert proc["source"] == "proc" and hc.iommu_mode(proc["line"], None)[0] == "passthrough"
+    grub = hc.parse_cmdline(read(HC / "etc-default-grub-commented-line-proxmox-kamilllooo-1.txt"))
+    assert grub["source"] == "grub" and "iommu=pt" in grub["args"]  # the commented line is not the command line
+    assert hc.iommu_mode("quiet splash intel_iommu=on", None) == ("translated", ["intel_iommu=on"])
+    assert hc.iommu_mode("quiet splash", None)[0] == "unknown"
+    assert hc.parse_cmdline((REPO / "README.md").read_text()) is None
+
+
+def test_lspci_links_and_acs_with_and_without_their_headers():
+    (riser,) = hc.parse_lspci(read(HC / "lspci-lnkcap-lnksta-downgraded-4090-riser-jan-183.txt"))
+    assert riser["lnkcap"] == {"speed": "16", "gen": 4, "width": 16}
+    assert riser["lnksta"]["gen"] == 1 and riser["lnksta"]["speed_downgraded"] and not riser["lnksta"][
+        "width_downgraded"]
+    checks, _u = pasted(HC / "lspci-lnkcap-lnksta-downgraded-4090-riser-jan-183.txt")
+    # the speed drops with the load (nvidia-smi: "may be reduced when the GPU is not in use"): not judged here
+    assert checks["pcie_link"]["verdict"] == "ok" and "gen 1 of 4 (load not known)" in checks["pcie_link"]["evidence"]
+    checks, _u = pasted(HC / "lspci-lnksta-x1-downgraded-quadro-rtx8000-pi-geerlingguy-480.txt")
+    assert checks["pcie_link"]["verdict"] == "warn" and "x1, below its capability" in checks["pcie_link"]["evidence"]
+    (a100,) = hc.parse_lspci(read(HC / "lspci-vvv-a100-header-no-link-lines-hwloc-653.txt"))
+    assert a100["device"] == "0000:da:00.0" and a100["nvidia"] and a100["lnksta"] is None
+    checks, undecided = pasted(HC / "lspci-vvv-a100-header-no-link-lines-hwloc-653.txt")
+    assert "pcie_link" in undecided and "acs_iommu" in undecided
+    regs = hc.parse_lspci(read(HC / "lspci-acsctl-tabs-redirect-nccl-629.txt"))
+    assert len(regs) == 15 and sum(1 for r in regs if r["redirect"]) == 4
+    checks, _u = pasted(HC / "lspci-acsctl-tabs-redirect-nccl-629.txt")
+    assert checks["acs_iommu"]["verdict"] == "warn" and "ACS redirects peer traffic on 4 of 15" in checks[
+        "acs_iommu"]["evidence"]
+
+
+def test_power_limits_wherever_the_driver_nests_them():
+    """R595's readings as printed (stackhpc), and the same readings nested in a block of their own (an edited copy:
+    SOURCES.md): the limit in force is 500 W of a 700 W default either way, for the checks and for gpu_facts."""
+    from ansible_collections.moesweep.sweep.plugins.module_utils import nvidia_smi as smi
+
+    for name in ("q-power-capped-500-of-700-stackhpc-975.txt", "q-power-nested-limits-edited.txt"):
+        (gpu,) = hc.parse_q_gpus(read(HC / name))
+        assert (gpu["power_limit_w"], gpu["power_default_w"], gpu["power_max_w"]) == (500.0, 700.0, 700.0), name
+        assert smi.parse_smi_q(read(HC / name))["gpus"][0]["power_limit_w"] == 500.0
+        assert hc.check_power([gpu])["verdict"] == "warn"
+    module = "    Module Power Readings\n        Current Power Limit : 900.00 W\n"
+    text = read(HC / "q-power-default-below-max-ogkm-483.txt") + module
+    assert hc.parse_q_gpus(text)[0]["power_limit_w"] == 35.0  # the module's limit is not the GPU's
+
+
+def test_pasted_pastes_decide_their_checks_and_name_the_rest():
+    checks, undecided = pasted(HC / "grub-iommu-pt-then-topo-p2p-rw-gns-ns-4gpu-aikitoria-43.txt",
+                               HC / "lspci-acsctl-off-nccl-1405.txt", SMI / "h200-x1-device" / "nvidia-smi-q.txt",
+                               HC / "dmesg-xid79-nvsentinel-155.txt", FIXTURES / "nccl" / "shm-8gpu-nccl-1817.txt",
+                               HC / "proc-limits-memlock-64k-gc3pie.txt")
+    assert checks["p2p"]["verdict"] == "warn" and "topo -p2p rw" in checks["p2p"]["evidence"]
+    assert checks["acs_iommu"]["verdict"] == "ok" and "[grub: intel_iommu=on iommu=pt]" in checks[
+        "acs_iommu"]["evidence"]
+    assert checks["pcie_link"]["verdict"] == "ok" and checks["persistence"]["verdict"] == "ok"
+    errors = checks["gpu_errors"]
+    assert errors["verdict"] == "fail" and "GPU has fallen off the bus" in errors["evidence"]
+    assert checks["limits"]["verdict"] == "warn" and "memlock 64 KiB" in checks["limits"]["evidence"]
+    nccl = checks["nccl_transport"]
+    assert nccl["verdict"] == "warn" and "via SHM" in nccl["evidence"] and "NCCL INFO Channel" in nccl["evidence"]
+    assert set(undecided) == {"driver_cuda", "numa", "shm", "disk", "ram"}
+    for c in checks.values():  # the same shape as a host run's
+        assert set(c) == {"name", "verdict", "evidence", "fix", "source"} and c["verdict"] in hc.VERDICTS
+
+
+def test_nothing_a_host_check_reads_in_prose():
+    assert hc.read_pasted((REPO / "README.md").read_text())["kinds"] == []
