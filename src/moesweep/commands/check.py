@@ -9,8 +9,15 @@ DeepSeek V3.2 run DeepSeek Sparse Attention) from ``--model-config`` (the model'
 (an id of the knowledge base's cited model table).
 
 Same code as the ``sglang_preflight`` action (``plugin_utils.compat``), imported through the in-repo
-collection, never copied. Every argument is checked before anything is evaluated. Exit status: 0 the
-point may run (supported, caveat, unknown), 1 it is refused, 2 bad input (the message names the fix),
+collection, never copied. Every argument is checked before anything is evaluated.
+
+With ``--nvidia-smi``, the host checks also run on the files (``moesweep facts --from-file``'s reading: any
+nvidia-smi output, ``topo -p2p``, ``lspci -vvv``, ``/proc/cmdline`` or a grub line, ``/proc/PID/limits``, the
+kernel log, NCCL INFO lines), with the verdicts, evidence and fixes ``gpu_facts`` gives on a host, and the
+checks the files cannot decide are named with the input that would decide them.
+
+Exit status: 0 the point may run (supported, caveat, unknown), 1 it is refused (or a host check on the
+``--nvidia-smi`` files fails, which refuses every point on a host), 2 bad input (the message names the fix),
 3 the nvidia-smi output shows a driver failure.
 """
 
@@ -74,7 +81,9 @@ def register(subparsers) -> None:
         metavar="FILE",
         nargs="+",
         action="extend",
-        help="saved nvidia-smi output (table, -q, -q -x, CSV, -L, topo -m); several are merged",
+        help="saved nvidia-smi output (table, -q, -q -x, CSV, -L, topo -m, topo -p2p) and what else the host "
+        "checks read (lspci -vvv, /proc/cmdline or a grub line, NCCL INFO lines ...); several are merged, and the "
+        "host checks run on them",
     )
     source.add_argument(
         "-i",
@@ -272,6 +281,31 @@ def host_line(read: dict, paths: list[str]) -> str:
     )
 
 
+def host_checks_of(args) -> tuple[list[dict], list[dict]] | None:
+    """The host checks on the files of ``--nvidia-smi`` (any pasted nvidia-smi, topo -p2p, lspci -vvv,
+    /proc/cmdline, NCCL INFO lines ...): ``(checks, undecided)`` with gpu_facts' verdicts, evidence and fixes
+    (``moesweep facts``' reading), or None without ``--nvidia-smi`` or when the driver failed."""
+    if not args.nvidia_smi:
+        return None
+    try:
+        read, _sources, hosts = saved.load_all(args.nvidia_smi)
+    except saved.UnreadableInput as exc:
+        raise BadInput(f"--nvidia-smi {exc}") from exc
+    if read["driver_failure"]:
+        return None
+    return saved.host_checks(read, hosts)
+
+
+def print_host_checks(host) -> None:
+    if host is not None:
+        print("host checks (from the --nvidia-smi files; a fail refuses every point on the host):")
+        print("\n".join(saved.checks_lines(*host)))
+
+
+def host_check_failed(host) -> bool:
+    return host is not None and any(c["verdict"] == "fail" for c in host[0])
+
+
 def gather(args, overrides: dict) -> tuple[dict, dict | None]:
     read = None
     if args.facts:
@@ -322,12 +356,16 @@ def on_hosts(args) -> int:
 def run(args) -> int:
     if getattr(args, "inventory", None):
         return on_hosts(args)
+    host = None
     try:
         kb = load_kb(args.kb)
         overrides = check_arguments(args, kb)
         model = model_of(args, kb)
+        host = host_checks_of(args)
         facts, read = gather(args, overrides)
     except BadInput as exc:
+        if not args.json:
+            print_host_checks(host)  # what the files decide, though the preflight cannot run
         print(f"moesweep check: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if read and read["driver_failure"]:
@@ -358,10 +396,12 @@ def run(args) -> int:
     verdict["warnings"].extend(notes)
     if read:
         verdict["warnings"].extend(f"nvidia-smi output: {w}" for w in read["warnings"])
-    refused = verdict["status"] == "unsupported"
+    refused = verdict["status"] == "unsupported" or host_check_failed(host)
     if args.json:
         if read:
             verdict["facts"] = facts
+        if host is not None:
+            verdict["host_checks"], verdict["host_checks_undecided"] = host
         print(json.dumps(verdict, indent=2, sort_keys=True))
     else:
         if read:
@@ -379,4 +419,5 @@ def run(args) -> int:
         if adv["env"] or adv["flags"]:
             env = " ".join(f"{k}={v}" for k, v in adv["env"].items())
             print(f"advice: {env} {' '.join(adv['flags'])}".rstrip())
+        print_host_checks(host)
     return 1 if refused else 0

@@ -495,3 +495,37 @@ def test_model_inputs_are_checked(capsys, tmp_path):
     bad.write_text('{"model_type": "x"}')
     assert cli.main(["check", *GLM5_SM120, "--model-config", str(bad)]) == 2
     assert "no `architectures` list" in capsys.readouterr().err
+
+
+# ---- --nvidia-smi: the host checks on pasted outputs -----------------------------------------------------------
+
+
+HC = FIXTURES / "host_checks"
+
+
+def test_nvidia_smi_pastes_get_the_host_checks_verdicts(capsys):
+    """Real pastes of each kind (a -q of a power-capped card, a -p2p rw matrix after a grub line, lspci's ACSCtl
+    redirecting, NCCL's SHM lines): the host checks' verdicts, evidence and fixes, the undecided ones named; a
+    host check that fails would refuse the point (exit 1), a warning does not."""
+    rc, out = run(capsys, "--nvidia-smi", str(HC / "q-power-capped-500-of-700-stackhpc-975.txt"),
+                  str(HC / "grub-iommu-pt-then-topo-p2p-rw-gns-ns-4gpu-aikitoria-43.txt"),
+                  str(HC / "lspci-acsctl-tabs-redirect-nccl-629.txt"),
+                  str(FIXTURES / "nccl" / "shm-8gpu-nccl-1817.txt"),
+                  "--sm", "120", "--backend", "triton", "--sglang-version", "0.5.9", "--json")
+    verdict = json.loads(out)
+    checks = {c["name"]: c for c in verdict["host_checks"]}
+    assert rc == 0 and verdict["status"] != "unsupported"
+    assert checks["power_cap"]["verdict"] == "warn" and "500 W of 700 W default" in checks["power_cap"]["evidence"]
+    assert checks["p2p"]["verdict"] == "warn" and checks["acs_iommu"]["verdict"] == "warn"
+    assert checks["nccl_transport"]["verdict"] == "warn" and "setpci" in checks["acs_iommu"]["fix"]
+    assert {u["name"] for u in verdict["host_checks_undecided"]} >= {"driver_cuda", "shm", "numa"}
+    rc, out = run(capsys, "--nvidia-smi", str(HC / "dmesg-xid79-nvsentinel-155.txt"),
+                  str(PUB / "table-610-b200-sglang-27487.txt"), "--backend", "triton", "--sglang-version", "0.5.9")
+    assert rc == 1 and "  fail  gpu_errors: 1 Xid line(s)" in out and "fix: reset the GPU" in out
+
+
+def test_nvidia_smi_host_checks_print_even_when_the_preflight_needs_sm(capsys):
+    paste = HC / "lspci-lnksta-x1-downgraded-quadro-rtx8000-pi-geerlingguy-480.txt"
+    rc, out, err = run_err(capsys, "--nvidia-smi", str(paste), "--backend", "triton")
+    assert rc == 2 and "add --sm" in err
+    assert "  warn  pcie_link: downtrained PCIe link" in out
