@@ -124,6 +124,13 @@ def test_the_users_exact_command_records_one_benchmarked_point(bench_cluster, se
     assert len(measured) == 1 and measured[0]["host"] == bench_cluster.names[0] and measured[0]["ranks"] == 8
     assert measured[0]["model"]["layers"] == 78 and measured[0]["elapsed"] < 30
     assert rec["interconnect"]["key"] == measured[0]["key"]
+    # the interconnect in NCCL's own words (interconnect.transport, module_utils/nccl_log.py): the simulated NCCL
+    # 2.27.3 of the NS VM connected every ring and tree neighbour through host memory, and the diagnosis cites its line
+    transport = rec["interconnect"]["transport"]
+    assert transport["found"] and transport["nccl_version"] == "2.27.3" and transport["transports"] == {"SHM": 15}
+    assert transport["pairs"][0]["line"].endswith("NCCL INFO Channel 00 : 0[0] -> 1[1] via SHM/direct/direct")
+    assert measured[0]["transport"] == transport and "NCCL INFO" not in measured[0]["output"]
+    assert any(e.startswith("NCCL 2.27.3: GPU0 -> GPU1 via SHM") for e in levels[0]["diagnosis"]["evidence"])
     assert rec["smoke"]["state"] == "ok" and rec["smoke"]["answers"]
     assert rec["readiness"]["state"] == "ready" and rec["readiness"]["timeline"]
     assert rec["launch"]["argv"] and "--moe-runner-backend" in rec["launch"]["argv"]
