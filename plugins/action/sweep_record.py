@@ -281,7 +281,10 @@ class ActionModule(ActionBase):
                              if not art.get("missing")}
         unit = artifacts.get("unit.service") or {}
         ctx.update(seconds=round(time.time() - started_at, 2) if started_at else None,
-                   unit_sha256=unit.get("sha256"), artifacts=list(artifacts))
+                   unit_sha256=unit.get("sha256"), artifacts=list(artifacts),
+                   # NCCL's INFO lines of the server's run, where its unit sets NCCL_DEBUG=INFO
+                   # (records.server_transport)
+                   journal=(artifacts.get("journal.txt") or {}).get("content"))
         record = records.build_point_record(ctx)
         self._stop_if_unwritable(base, sweep)
         # whether the playbook stops this point's server at once (the server role's stop entry point); this point's

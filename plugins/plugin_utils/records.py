@@ -21,7 +21,7 @@ import hashlib
 import json
 import os
 
-from ansible_collections.moesweep.sweep.plugins.module_utils import interconnect, secrets
+from ansible_collections.moesweep.sweep.plugins.module_utils import interconnect, nccl_log, secrets
 from ansible_collections.moesweep.sweep.plugins.plugin_utils.status import PASSED, point_status
 
 SCHEMA = "moesweep.point/2"
@@ -243,11 +243,26 @@ def build_point_record(ctx):
         record["interconnect"] = {k: measured.get(k) for k in keys}
         if measured.get("transport"):
             # what NCCL printed of the transport it chose between every GPU pair (module_utils/nccl_log.py)
-            record["interconnect"]["transport"] = measured["transport"]
+            record["interconnect"]["transport"] = dict(measured["transport"], source="measurement")
+    server = server_transport(ctx.get("journal"))
+    if server:
+        # the server's own communicators, where its unit sets NCCL_DEBUG=INFO: what sglang itself connected wins
+        record.setdefault("interconnect", {})["transport"] = server
     redacted = secrets.redact(record, known=ctx.get("known_secrets") or ())
     if redacted != record:
         redacted["secrets"] = "redacted"
     return redacted
+
+
+def server_transport(journal):
+    """The transport NCCL chose for the server's own communicators, from the NCCL INFO lines of its journal (a unit
+    with NCCL_DEBUG=INFO), as a record keeps it (``source``: ``server journal``); None without channel lines."""
+    if not journal or "NCCL INFO" not in journal:
+        return None
+    summary = nccl_log.read(journal)
+    if not summary["found"]:
+        return None
+    return dict(nccl_log.record(summary), source="server journal")
 
 
 def interconnect_key(launch):

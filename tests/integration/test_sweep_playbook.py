@@ -129,7 +129,8 @@ def test_the_users_exact_command_records_one_benchmarked_point(bench_cluster, se
     transport = rec["interconnect"]["transport"]
     assert transport["found"] and transport["nccl_version"] == "2.27.3" and transport["transports"] == {"SHM": 15}
     assert transport["pairs"][0]["line"].endswith("NCCL INFO Channel 00 : 0[0] -> 1[1] via SHM/direct/direct")
-    assert measured[0]["transport"] == transport and "NCCL INFO" not in measured[0]["output"]
+    assert dict(measured[0]["transport"], source="measurement") == transport and transport["source"] == "measurement"
+    assert "NCCL INFO" not in measured[0]["output"]
     assert any(e.startswith("NCCL 2.27.3: GPU0 -> GPU1 via SHM") for e in levels[0]["diagnosis"]["evidence"])
     assert rec["smoke"]["state"] == "ok" and rec["smoke"]["answers"]
     assert rec["readiness"]["state"] == "ready" and rec["readiness"]["timeline"]

@@ -146,3 +146,23 @@ def test_a_point_without_a_measurement_keeps_its_telemetry_verdict():
     rec = records.build_point_record({"benchmark": {"state": "ok", "levels": levels}, "readiness": READY,
                                       "reference_concurrency": 8})
     assert rec["diagnosis"]["verdict"] == "launch_bound" and "interconnect" not in rec
+
+
+def test_the_servers_own_nccl_lines_name_the_transport_of_its_record():
+    """A unit with NCCL_DEBUG=INFO: its journal's NCCL lines (here a public paste behind a launcher's logging prefix,
+    tests/fixtures/nccl/SOURCES.md) are the server's own communicators, and the record's interconnect.transport is
+    theirs; without channel lines the measurement's stays, marked as such."""
+    from helpers.paths import FIXTURES
+
+    journal = (FIXTURES / "nccl" / "p2p-ipc-python-logging-prefix-broken-lines-easydistill-4.txt").read_text()
+    ctx = {"sweep_id": "s", "host": "h", "point": "p", "readiness": READY, "smoke": {"state": "ok"},
+           "benchmark": {}, "failed_result": {}, "launch": {"backend": "triton", "flags": {"tp-size": 8}},
+           "interconnect": dict(_measurement(), transport={"found": True, "transports": {"SHM": 15}, "pairs": []}),
+           "journal": journal}
+    rec = records.build_point_record(ctx)
+    assert rec["interconnect"]["transport"]["source"] == "server journal"
+    assert rec["interconnect"]["transport"]["transports"] == {"P2P/IPC": 3}
+    rec = records.build_point_record(dict(ctx, journal="[2026-12-06 05:00:00 TP0] Load weight begin.\n"))
+    assert rec["interconnect"]["transport"] == {"found": True, "transports": {"SHM": 15}, "pairs": [],
+                                                "source": "measurement"}
+    assert "interconnect" not in records.build_point_record(dict(ctx, interconnect={}, journal=None))
