@@ -32,6 +32,7 @@ ARGUMENT_SPEC = dict(
     gpu_facts=dict(type="dict"),
     model_config=dict(type="dict"),
     cuda_version=dict(type="str"),
+    dry_run=dict(type="str", default="controller", choices=["controller", "off"]),
     force=dict(type="bool", default=False),
     kb_path=dict(type="path"),
     nodes_group=dict(type="str"),

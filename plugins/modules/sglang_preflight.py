@@ -124,6 +124,18 @@ options:
   cuda_version:
     description: CUDA toolkit release used for JIT (nvcc in CUDA_HOME); defaults to the facts' C(cuda_toolkit.release).
     type: str
+  dry_run:
+    description:
+      - V(controller) runs the planned launch through its sglang version's own argument handling before the
+        knowledge base judges it - the pinned wheel in a sandbox on the controller, the GPU queries answered from
+        O(gpu_facts) (C(plugins/plugin_utils/sglang_sandbox.py), C(plugins/module_utils/sglang_dryrun.py)). Its
+        refusal carries sglang's own exception and the line it came from; the rules of the stages it got past
+        yield to it. It runs where the model's config.json is at hand (O(model_config), or the published files of
+        a known model id in C(data/models/)); RV(dry_run) says when it did not and why.
+      - V(off) leaves the verdict to the knowledge base alone.
+    type: str
+    choices: [controller, "off"]
+    default: controller
   force:
     description: Proceed past a compatibility refusal; the result records RV(forced=true). A flag error cannot be forced.
     type: bool
@@ -184,6 +196,27 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+dry_run:
+  description:
+    - What the dry run of sglang's own argument handling answered (null when O(dry_run=off) or the launch had a
+      flag error); C(verdict) V(refused) decides the point, V(undecided) leaves it to the knowledge base, with
+      C(reason).
+    - C(resolved) holds the arguments sglang resolved (what V(auto) became, the attention, sampling, MoE and FP8
+      GEMM backends, the memory settings); C(notices) what sglang logged while resolving them.
+  returned: when the launch could be planned
+  type: dict
+  sample:
+    verdict: refused
+    stage: server_args
+    sglang_version: 0.5.9
+    where: controller
+    gpus: facts
+    error:
+      type: AssertionError
+      message: "Invalid quantization 'fp8'. FlashInfer Cutlass MOE supports only: 'modelopt_fp4', 'modelopt_fp8', or bfloat16 (None)."
+      file: sglang/srt/server_args.py
+      line: 2137
+      url: https://github.com/sgl-project/sglang/blob/v0.5.9/python/sglang/srt/server_args.py#L2137
 verdict:
   description: V(supported), V(caveat), V(unknown) or V(unsupported).
   returned: always

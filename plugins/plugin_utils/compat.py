@@ -14,13 +14,19 @@ and the ``moesweep check`` CLI, so both give the same verdict.
 import os
 import re
 
+from ansible_collections.moesweep.sweep.plugins.module_utils import sglang_dryrun
 from ansible_collections.moesweep.sweep.plugins.module_utils.nvidia_smi import sm_number  # noqa: F401  (re-exported)
 from ansible_collections.moesweep.sweep.plugins.plugin_utils import sglang_flags
 
 STATUS_ORDER = {"supported": 0, "caveat": 1, "unknown": 2, "unsupported": 3}  # an undecidable failure outranks a caveat
 STATUSES = tuple(STATUS_ORDER)
 # When a launch fails, in the order a launch reaches these points (compat.yml `stage`).
-STAGES = ("server_args", "model_init", "kv_cache", "first_forward")
+STAGES = ("server_args", "scheduler_init", "model_init", "kv_cache", "first_forward")
+# The dry run's stages (module_utils/sglang_dryrun.py) as the knowledge base names them, and the stages the knowledge
+# base leaves to a dry run that got past them: sglang's own code decided those, so a hand-written rule there yields.
+DRY_RUN_STAGES = {"import": "server_args", "arguments": "server_args", "server_args": "server_args",
+                  "scheduler_init": "scheduler_init", "model_init": "model_init"}
+DRY_RUN_DECIDES = ("server_args", "scheduler_init")
 DEFAULT_KB_PATH = os.path.join(os.path.dirname(__file__), "..", "..", "data", "compat.yml")
 UNQUANTIZED = ("", "none", "null", "bf16", "bfloat16", "unquant")
 _TRUE = ("1", "true", "yes", "on")
@@ -552,7 +558,9 @@ def _decisive(findings):
         failing,
         key=lambda f: (
             STAGES.index(f["stage"]) if f.get("stage") in STAGES else len(STAGES),
-            f["kind"] != "input",  # argparse refuses the command line before anything else runs
+            # argparse refuses the command line before anything else runs; within a stage, what sglang's own
+            # code raised is what the launch prints
+            {"input": 0, "dryrun": 1}.get(f["kind"], 2),
         ),
     )
 
@@ -662,7 +670,87 @@ def _schema_findings(backend, quant, version):
     return out
 
 
-def evaluate(point, facts, kb, flag_errors=None):
+def dry_run_summary(result):
+    """What a verdict, a record and the report keep of a dry run (``module_utils/sglang_dryrun.py``): the
+    verdict, where it stopped and sglang's own message with its line, the arguments sglang resolved, its notices."""
+    if not result:
+        return None
+    err = result.get("error") or {}
+    out = {
+        "verdict": result.get("verdict"),
+        "stage": result.get("stage"),
+        "sglang_version": result.get("sglang_version"),
+        "where": result.get("where"),
+        "gpus": result.get("gpus"),
+        "summary": sglang_dryrun.summary(result),
+        "elapsed_s": result.get("elapsed_s"),
+        "wall_s": result.get("wall_s"),
+        "model_source": result.get("model_source"),
+        "reason": result.get("reason"),
+        "stages_run": result.get("stages_run") or [],
+        "resolved": result.get("key_fields") or {},
+        "notices": [n.get("message") for n in result.get("notices") or [] if n.get("message")][:12],
+        "quantization_gate": result.get("quantization_gate"),
+        "model_quantization": result.get("model_quantization"),
+        "not_checked": [result["scheduler_init"]] if result.get("scheduler_init") else None,
+        "assumptions": result.get("assumptions"),
+    }
+    if err:
+        out["error"] = {k: err.get(k) for k in ("type", "message", "file", "line", "function", "detail") if k in err}
+        out["error"]["url"] = sglang_dryrun.error_url(result.get("sglang_version"), err)
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _with_dry_run(findings, result):
+    """The findings once sglang's own argument handling has spoken: its refusal is a finding (sglang's exception,
+    the line it came from); a knowledge-base rule at a stage the dry run got past yields (the real code decided
+    there), and a refusal among them is named as a rule that does not hold. Returns (findings, warnings)."""
+    verdict = (result or {}).get("verdict")
+    version = result.get("sglang_version") if result else None
+    if verdict not in ("accepted", "refused"):
+        reason = (result or {}).get("reason") or "no answer"
+        return findings, ["sglang's own argument handling was not run to the end (%s): the knowledge base's rules "
+                          "decide the stages it did not reach" % reason]
+    stage = DRY_RUN_STAGES.get(result.get("stage") or "", "server_args")
+    if verdict == "accepted":
+        passed = set(DRY_RUN_DECIDES)
+    else:
+        passed = set(DRY_RUN_DECIDES[:DRY_RUN_DECIDES.index(stage)] if stage in DRY_RUN_DECIDES else DRY_RUN_DECIDES)
+    kept, notes = [], []
+    if result.get("scheduler_init"):
+        passed.discard("scheduler_init")
+        notes.append("the dry run did not check the ranks' GPUs against the host's: %s" % result["scheduler_init"])
+    for f in findings:
+        if f["kind"] != "input" and f.get("stage") in passed:
+            if f["status"] == "unsupported":
+                notes.append("knowledge base rule %s expected the launch to fail at %s; sglang %s's own argument "
+                             "handling got past that stage, so the rule does not hold here (%s)"
+                             % (f["rule"], f["stage"], version, f["reason"]))
+            continue
+        kept.append(f)
+    if verdict == "refused":
+        err = result.get("error") or {}
+        url = sglang_dryrun.error_url(version, err)
+        where = "%s:%s" % (err["file"], err["line"]) if err.get("file") and err.get("line") else err.get("file")
+        message = (err.get("message") or "").strip()
+        kept.append({
+            "rule": "sglang-dry-run",
+            "kind": "dryrun",
+            "status": "unsupported",
+            "stage": stage,
+            "runs": None,
+            "reason": "sglang %s's own argument handling refuses this launch at %s%s%s" % (
+                version, result.get("stage"), " (%s)" % where if where else "",
+                ": " + err["detail"] if err.get("detail") else ""),
+            "error": ("%s: %s" % (err.get("type"), message) if err.get("type") not in (None, "SystemExit")
+                      else message) or None,
+            "citation": url,
+            "citations": [url] if url else [],
+        })
+    return kept, notes
+
+
+def evaluate(point, facts, kb, flag_errors=None, dry_run=None):
     """Verdict for one sweep point.
 
     point: {backend, quantization, sglang_version, cuda_version?, flags: {name: value}, environment?:
@@ -670,6 +758,9 @@ def evaluate(point, facts, kb, flag_errors=None):
     {architecture, index_topk} or a model id of the KB's `models`, driver_version?: e.g. "570.133.20"}
     facts: the gpu_facts dict (``ansible_facts.moesweep_gpu``) or {} (then ``point['sm']`` is used)
     flag_errors: errors from the version's flag schema (sglang_flags.validate_flags), if available.
+    dry_run: the answer of the dry run of sglang's own argument handling on this launch (``sglang_dryrun``), if
+    one ran: its refusal decides; the rules of the stages it got past yield to it (``_with_dry_run``); ``auto``
+    takes the MoE runner it resolved to, where it resolved to one.
     Returns {status, backend, effective_backend, sm, quantization, sglang_version, error, stage, reasons,
     citations, alternatives, warnings, advice, decided_by}: ``error``/``stage`` are those of the failure the
     launch would reach first (None unless unsupported), ``decided_by`` its kind (``launch`` when the failure is
@@ -693,6 +784,7 @@ def evaluate(point, facts, kb, flag_errors=None):
         "warnings": [],
         "advice": advise(facts, kb),
         "decided_by": None,
+        "dry_run": dry_run_summary(dry_run),
     }
 
     def refuse(finding):
@@ -710,6 +802,13 @@ def evaluate(point, facts, kb, flag_errors=None):
                 "audit it into data/compat.yml" % (version, ", ".join(known_versions()) or "none"),
             )
         )
+    resolved = ((dry_run or {}).get("key_fields") or {}).get("moe_runner_backend")
+    if dry_run and dry_run.get("verdict") == "accepted" and backend == "auto" and resolved not in (None, "auto"):
+        backend = resolved  # ServerArgs resolved `auto` itself (a model-specific default): that runner runs
+    model_quant = (dry_run or {}).get("model_quantization")
+    if model_quant and normalise_quantization(point.get("quantization")) == "none" and \
+            (point.get("flags") or {}).get("quantization") in (None, False):
+        point = dict(point, quantization=model_quant)  # the model's config.json quantizes it: that method runs
     ctx = _context(point, facts, kb, backend)
     verdict["sm"] = "sm%d" % ctx["sm"] if ctx["sm"] is not None else None
     verdict["quantization"] = ctx["quant"]
@@ -778,6 +877,15 @@ def evaluate(point, facts, kb, flag_errors=None):
             )
         )
 
+    if dry_run is not None:
+        before = sum(1 for f in findings if f["kind"] in ("backend", "auto"))
+        findings, notes = _with_dry_run(findings, dry_run)
+        verdict["warnings"].extend(notes)
+        left = [f for f in findings if f["kind"] in ("backend", "auto")]
+        if len(left) < before:
+            # a backend rule yielded to the real code: what is left of the backend's rules decides, and with none
+            # left the later stages are not known
+            status = _worst(left) if left else "unknown"
     worst = _worst(findings + [{"status": status}])
     verdict["status"] = worst
     decisive = _decisive(findings)

@@ -263,8 +263,8 @@ def plan(inputs):
     secret_config_path (the unit's --config file, which carries the API key; required with api_key_set), home,
     cuda_home, and ``nodes``: this rank's node plan (``nodes.plan_nodes``) when the server spreads over a node group.
 
-    Returns {sglang_version, backend, point, flags, flag_errors, argv, command_line, exec_lines, port, host,
-    environment, secret_environment_keys, launch_hash, nodes}. ``flag_errors`` are the schema's findings (the
+    Returns {sglang_version, backend, point, flags, flag_errors, argv, server_argv, command_line, exec_lines, port,
+    host, environment, secret_environment_keys, launch_hash, nodes}. ``flag_errors`` are the schema's findings (the
     caller turns them into the refusal); anything else wrong raises LaunchError.
     """
     provenance = inputs.get("provenance") or {}
@@ -328,6 +328,8 @@ def plan(inputs):
         "flags": merged,
         "flag_errors": errors,
         "argv": argv,
+        # the words sglang's parser reads (after the program), as the unit passes them: the dry run's input
+        "server_argv": argv[len(command):],
         "command_line": shell_join(argv),
         "exec_lines": systemd_exec_lines(argv),
         "port": port,

@@ -5,7 +5,9 @@
 the knowledge base (``compat.evaluate``). Shared by the ``sglang_preflight`` action, the ``sweep_plan``
 action (``backends=compatible``) and the ``moesweep check`` CLI, so they all give the same verdict."""
 
-from ansible_collections.moesweep.sweep.plugins.plugin_utils import compat, launch, nodes
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import compat, launch, nodes, sglang_sandbox
+
+DRY_RUN_MODES = ("controller", "off")
 
 
 def _refusal(msg, launch_plan=None, node_info=None):
@@ -28,10 +30,27 @@ def public_bind_warning(host, port, api_key_set):
     return None
 
 
-def run_preflight(args, task_vars_facts=None, node_inputs=None):
+def controller_dry_run(plan, args, facts, run_fn=None):
+    """The dry run of the planned launch with its version's own argument handling, in the controller's sandbox
+    (``sglang_sandbox.dry_run_point``, the function ``moesweep check`` calls too). The secrets file the unit
+    passes with ``--config`` exists only on the host and carries only the API key: it is left out here."""
+    argv = list(plan.get("server_argv") or [])
+    if "--" + launch.CONFIG_FLAG in argv:
+        at = argv.index("--" + launch.CONFIG_FLAG)
+        del argv[at:at + 2]
+    config = args.get("model_config")
+    model = config if isinstance(config, dict) and config.get("architectures") else None
+    return sglang_sandbox.dry_run_point(plan["sglang_version"], argv, plan.get("environment") or {}, facts,
+                                        model=model, cuda_version=args.get("cuda_version"), run_fn=run_fn)
+
+
+def run_preflight(args, task_vars_facts=None, node_inputs=None, dry_run_fn=None):
     """Pure core shared with tests and the CLI: returns (result dict, failed bool). ``node_inputs``
     (``nodes.inputs_from_vars``): this host serves in a node group; the launch is this rank's, and the result's
-    ``nodes`` is the group's plan (on a refusal: which host records it, and which host writes that record)."""
+    ``nodes`` is the group's plan (on a refusal: which host records it, and which host writes that record).
+    ``args["dry_run"]``: ``controller`` (default) runs the launch through its version's own argument handling in
+    the controller's sandbox where the model's config.json is at hand (``controller_dry_run``; ``dry_run_fn``
+    replaces the sandbox's runner in tests), ``off`` does not."""
     facts = args.get("gpu_facts") or task_vars_facts or {}
     if "moesweep_gpu" in facts:
         facts = facts["moesweep_gpu"]
@@ -63,7 +82,19 @@ def run_preflight(args, task_vars_facts=None, node_inputs=None):
         "model": args.get("model_config") or plan["flags"].get("model-path") or plan["flags"].get("model"),
     }
     kb = compat.load_kb(args.get("kb_path"))
-    verdict = compat.evaluate(point, facts, kb, flag_errors=plan["flag_errors"])
+    mode = args.get("dry_run") or "controller"
+    if mode not in DRY_RUN_MODES:
+        return _refusal("sweep point %s: dry_run %r: expected one of %s" % (name, mode, ", ".join(DRY_RUN_MODES)),
+                        launch_plan=plan, node_info=node_plan), True
+    dry = None
+    if mode == "controller" and not plan["flag_errors"]:
+        dry = controller_dry_run(plan, args, facts, run_fn=dry_run_fn)
+    verdict = compat.evaluate(point, facts, kb, flag_errors=plan["flag_errors"],
+                              dry_run=dry if dry and dry.get("ran") else None)
+    if dry and not dry.get("ran"):
+        verdict["dry_run"] = compat.dry_run_summary(dry)  # why it did not run, for the record
+    elif dry:
+        verdict["warnings"].extend(dry.get("assumptions") or [])
     warnings = list(verdict["warnings"])
     if not facts.get("sm"):
         warnings.append("no gpu_facts with an SM: architecture rules could not be checked")
@@ -92,6 +123,7 @@ def run_preflight(args, task_vars_facts=None, node_inputs=None):
         host_checks=list(facts.get("host_checks") or []),
         launch=plan,
         nodes=node_plan,
+        dry_run=verdict.get("dry_run"),
     )
     if host_failures and verdict["status"] != "unsupported":
         result["verdict"] = "unsupported"

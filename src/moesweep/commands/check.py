@@ -32,7 +32,7 @@ import moesweep._collection  # noqa: F401  (puts the in-repo collection on sys.p
 
 # isort: split
 from ansible_collections.moesweep.sweep.plugins.module_utils import nvidia_smi as smi
-from ansible_collections.moesweep.sweep.plugins.plugin_utils import compat, sglang_flags
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import compat, sglang_flags, sglang_sandbox
 
 from moesweep.commands import facts as saved
 
@@ -115,6 +115,13 @@ def register(subparsers) -> None:
         "--model", help="a model id of the knowledge base's model table (data/compat.yml `models`), e.g. zai-org/GLM-5"
     )
     p.add_argument("--driver", help="NVIDIA driver version of the host, e.g. 570.133.20 (overrides the facts')")
+    p.add_argument(
+        "--no-dry-run",
+        dest="dry_run",
+        action="store_false",
+        help="skip the dry run of the version's own argument handling (its pinned wheel, in a sandbox on this "
+        "machine: plugins/plugin_utils/sglang_sandbox.py); the knowledge base decides alone",
+    )
     p.add_argument("--kb", help="knowledge base file (default: the collection's data/compat.yml)")
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
     p.set_defaults(func=run)
@@ -223,12 +230,16 @@ def model_of(args, kb: dict):
             raise BadInput(f"{where}: no `architectures` list; give the model's own config.json")
         return config
     if args.model:
+        files = sglang_sandbox.known_model_dir(args.model)
+        if files is not None:  # its published config.json, kept in data/models/ (SOURCES.md there)
+            with open(files / "config.json", encoding="utf-8") as handle:
+                return json.load(handle)
         known = compat.known_model(kb, args.model)
         if known is None:
-            ids = ", ".join(m["id"] for m in kb.get("models") or [])
+            ids = sorted({m["id"] for m in kb.get("models") or []} | set(sglang_sandbox.known_model_ids()))
             raise BadInput(
-                f"--model {args.model!r}: not in the knowledge base's model table ({ids}); give its config.json "
-                "with --model-config FILE instead"
+                f"--model {args.model!r}: not in the knowledge base's model table, nor in data/models/ "
+                f"({', '.join(ids)}); give its config.json with --model-config FILE instead"
             )
         return {"architecture": known["architecture"], "index_topk": bool(known.get("index_topk"))}
     return None
@@ -332,6 +343,22 @@ def gather(args, overrides: dict) -> tuple[dict, dict | None]:
 # ---- the verdict -----------------------------------------------------------------------------
 
 
+def dry_run_of(args, schema: dict, point: dict, facts: dict) -> dict:
+    """The dry run of the point's launch line with the version's own argument handling (the same function the
+    sweep's preflight calls). The line is the point's flags with its backend and quantization, and the model
+    path the point names (``--flag model-path=ID``, else ``--model ID``)."""
+    flags = dict(point["flags"])
+    flags["moe-runner-backend"] = args.backend
+    if args.quantization:
+        flags["quantization"] = args.quantization
+    model_id = flags.pop("model-path", None) or args.model
+    model = point["model"] if args.model_config else None
+    argv = ["--model-path", str(model_id or "model")] + sglang_flags.render_argv(schema, flags)
+    return sglang_sandbox.dry_run_point(args.sglang_version, argv, {}, facts, model=model or model_id,
+                                        cuda_version=args.cuda_version)
+
+
+
 def on_hosts(args) -> int:
     """``moesweep check -i INVENTORY --backend X``: the preflight on every host (playbooks/check.yml)."""
     from moesweep import api
@@ -385,6 +412,7 @@ def run(args) -> int:
     }
     flag_errors = None
     notes = []
+    dry_run = None
     if args.sglang_version is None:
         notes.append("no --sglang-version: rules that depend on the sglang version answer unknown")
     else:
@@ -392,8 +420,13 @@ def run(args) -> int:
         schema = sglang_flags.load_schema(args.sglang_version)
         point["flags"] = sglang_flags.canonical_flags(schema, point["flags"])
         flag_errors = list(sglang_flags.validate_flags(schema, point["flags"]))
-    verdict = compat.evaluate(point, facts, kb, flag_errors=flag_errors)
+        if point["model"] is None and point["flags"].get("model-path"):
+            point["model"] = str(point["flags"]["model-path"])  # a known id, as --model names it
+        if args.dry_run and not flag_errors:
+            dry_run = dry_run_of(args, schema, point, facts)
+    verdict = compat.evaluate(point, facts, kb, flag_errors=flag_errors, dry_run=dry_run)
     verdict["warnings"].extend(notes)
+    verdict["warnings"].extend((dry_run or {}).get("assumptions") or [])
     if read:
         verdict["warnings"].extend(f"nvidia-smi output: {w}" for w in read["warnings"])
     refused = verdict["status"] == "unsupported" or host_check_failed(host)

@@ -441,6 +441,9 @@ def test_bad_driver_is_bad_input(capsys):
     assert "--driver 'R570': expected an NVIDIA driver version" in capsys.readouterr().err
 
 
+# The knowledge base's attention rules alone (--no-dry-run): past sglang's argument handling, which the dry run of the
+# pinned wheel decides (tests/unit/plugins/plugin_utils/test_sglang_sandbox.py), and which on 0.5.9 stops GLM-5
+# earlier, at the pinned transformers' AutoConfig.
 GLM5_SM120 = (
     "--sm",
     "120",
@@ -452,6 +455,7 @@ GLM5_SM120 = (
     "0.5.9",
     "--cuda-version",
     "12.9",
+    "--no-dry-run",
 )
 
 
