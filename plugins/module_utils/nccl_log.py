@@ -260,8 +260,8 @@ def summarise(parsed):
 
     Returns ``{nccl_version, nranks, nnodes, channels (the ring count), pairs: [{src, dst, src_dev, dst_dev,
     transport, family, channels, via, line}], transports: {transport: pairs}, refusals: [{kind, gpus, reason,
-    source, line}], environment, p2p_level, paths: [{src, dst, type}], warns, found}``; ``found`` is false when no
-    channel line was read."""
+    source, line}], environment, p2p_level, paths: [{src, dst, type}], warns, found, single_rank}``; ``found`` is
+    false when no channel line was read, ``single_rank`` true for a communicator of one rank (nothing to connect)."""
     pairs = {}
     for c in parsed["channels"]:
         if c["direction"] == "receive":
@@ -308,7 +308,9 @@ def summarise(parsed):
     return {"nccl_version": parsed["version"], "nranks": parsed["nranks"], "nnodes": parsed["nnodes"],
             "channels": parsed["ring_count"] or (max(p["channels"] for p in out_pairs) if out_pairs else None),
             "pairs": out_pairs, "transports": transports, "refusals": refusals, "environment": env,
-            "p2p_level": level, "paths": paths, "warns": parsed["warns"][:10], "found": bool(out_pairs)}
+            "p2p_level": level, "paths": paths, "warns": parsed["warns"][:10], "found": bool(out_pairs),
+            # a communicator of one rank connects no pair: no channel line is what NCCL prints, not a missing log
+            "single_rank": parsed["nranks"] == 1}
 
 
 def read(text):

@@ -170,3 +170,20 @@ def test_the_diagnosis_cites_nccl_beside_the_measured_latency():
     assert "NCCL INFO Channel" in nccl[0]
     assert est["changes"][0].startswith("NCCL connected 9 of the 9 GPU pairs it names without P2P (SHM)")
     assert "NCCL printed no refusal of P2P" in est["changes"][1] and "default PXB" in est["changes"][1]
+
+
+def test_a_one_gpu_communicator_connects_nothing():
+    """What a single GPU's communicator prints (the device's H100 recording is of this kind; these lines are composed
+    from NCCL 2.28.9's formats, init.cc:603 / 1170 / 1598 and rings.cc:47, not recorded): its version, rank and bus
+    id, a ring of one, and no channel line, which is no missing log: there is no pair to connect."""
+    text = "\n".join([
+        "h100:4242:4242 [0] NCCL INFO NCCL version 2.28.9+cuda13.0",
+        "h100:4242:4300 [0] NCCL INFO comm 0x5575f8a0 rank 0 nRanks 1 nNodes 1 localRanks 1 localRank 0 MNNVL 0",
+        "h100:4242:4300 [0] NCCL INFO Channel 00/32 : 0",
+        "h100:4242:4300 [0] NCCL INFO ncclCommInitRankConfig comm 0x5575f8a0 rank 0 nranks 1 cudaDev 0 nvmlDev 0 "
+        "busId 60 commId 0x9a1f - Init COMPLETE",
+    ])
+    s = nl.read(text)
+    assert s["nccl_version"] == "2.28.9" and s["nranks"] == 1 and s["single_rank"] and not s["found"]
+    assert s["channels"] == 32 and nl.evidence(s) == [] and nl.what_would_change(s) == []
+    assert nl.parse(text)["ranks"][0]["bus_id"] == "60"
