@@ -92,7 +92,7 @@ def unpack(wheels_dir, site):
         used.append(hashes[digest])
     missing = sorted(set(hashes.values()) - set(used))
     if missing:
-        raise SystemExit("wheels missing from %s: %s" % (wheels_dir, ", ".join(missing)))
+        raise SystemExit("wheels missing from {}: {}".format(wheels_dir, ", ".join(missing)))
     return used
 
 
@@ -107,13 +107,13 @@ def slim(site):
             size = os.path.getsize(path)
             os.remove(path)
         else:
-            raise SystemExit("nothing to remove at %s: the lock changed?" % rel)
+            raise SystemExit(f"nothing to remove at {rel}: the lock changed?")
         done[rel] = {"bytes": size, "why": why}
     for rel, old, new, why in PATCHES:
         path = os.path.join(site, rel)
         text = open(path).read()
         if old not in text:
-            raise SystemExit("patch does not apply to %s" % rel)
+            raise SystemExit(f"patch does not apply to {rel}")
         open(path, "w").write(text.replace(old, new, 1))
         done[rel] = {"patched": True, "why": why}
     return done
@@ -148,7 +148,7 @@ def main():
         with tarfile.open(target, "w:xz", preset=9) as tf:
             tf.add(site, arcname=".")
     shutil.rmtree(build)
-    print("%s: %.1f MB, %d wheels" % (target, os.path.getsize(target) / 1e6, len(used)))
+    print(f"{target}: {os.path.getsize(target) / 1e6:.1f} MB, {len(used)} wheels")
 
 
 if __name__ == "__main__":

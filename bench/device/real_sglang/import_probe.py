@@ -100,7 +100,7 @@ def worker(site: str, out: str, also: list) -> None:
             importlib.import_module(name)
             results[name] = {"ok": True}
         except BaseException as exc:  # noqa: BLE001 - recorded
-            results[name] = {"ok": False, "error": "%s: %s" % (type(exc).__name__, exc),
+            results[name] = {"ok": False, "error": f"{type(exc).__name__}: {exc}",
                              "trace": traceback.format_exc()[-1500:]}
         results[name]["new_stubs"] = sorted(set(ex._install_stubs.stubbed) - before)
     from_also = {}
@@ -133,7 +133,8 @@ def main() -> None:
     print("stubbed (not in the site directory):", " ".join(sorted(set(doc["stubbed"]) - set(doc["forced"]))))
     print("imported from --also (must be on the device):", " ".join(doc["imported_from_also"]))
     for name, res in doc["targets"].items():
-        print("%-55s %s %s" % (name, "ok" if res["ok"] else "FAIL " + res["error"][:150], " ".join(res["new_stubs"])))
+        verdict = "ok" if res["ok"] else "FAIL " + res["error"][:150]
+        print(f"{name:55s} {verdict} {' '.join(res['new_stubs'])}")
     sys.exit(proc.returncode)
 
 
