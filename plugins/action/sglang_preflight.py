@@ -32,7 +32,8 @@ ARGUMENT_SPEC = dict(
     gpu_facts=dict(type="dict"),
     model_config=dict(type="dict"),
     cuda_version=dict(type="str"),
-    dry_run=dict(type="str", default="controller", choices=["controller", "off"]),
+    dry_run=dict(type="str", default="auto", choices=["auto", "controller", "host", "off"]),
+    dry_run_timeout=dict(type="int", default=180),
     force=dict(type="bool", default=False),
     kb_path=dict(type="path"),
     nodes_group=dict(type="str"),
@@ -52,8 +53,17 @@ def node_inputs(args, task_vars, strategy):
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _requires_connection = False
     _supports_check_mode = True
+
+    def _host_dry_run(self, module_args, task_vars):
+        """The launch through the host's own sglang (the read-only ``sglang_dry_run`` module, run on the host)."""
+        result = self._execute_module(module_name="moesweep.sweep.sglang_dry_run",
+                                      module_args=dict(module_args, timeout=self._dry_run_timeout),
+                                      task_vars=task_vars)
+        if result.get("failed"):
+            return {"verdict": "undecided", "where": "host",
+                    "reason": "the host's dry run failed: %s" % (result.get("msg") or "no message")}
+        return {k: v for k, v in result.items() if not k.startswith("_ansible") and k not in ("changed", "invocation")}
 
     def run(self, tmp=None, task_vars=None):
         super().run(tmp, task_vars)
@@ -67,8 +77,10 @@ class ActionModule(ActionBase):
         host_facts = (task_vars.get("ansible_facts") or {}).get("moesweep_gpu")
         play = self._task.get_play() if hasattr(self._task, "get_play") else None
         strategy = getattr(play, "strategy", None)
+        self._dry_run_timeout = args["dry_run_timeout"]
         result, failed = run_preflight(args, host_facts, node_inputs(args, task_vars,
-                                                                     strategy if isinstance(strategy, str) else None))
+                                                                     strategy if isinstance(strategy, str) else None),
+                                       host_dry_run=lambda module_args: self._host_dry_run(module_args, task_vars))
         for warning in result["preflight_warnings"]:
             self._display.warning(warning)
         if failed:

@@ -56,7 +56,7 @@ SOURCE_URL = "https://github.com/sgl-project/sglang/blob/v%s/python/%s#L%d"
 
 
 def request(argv, environment=None, gpus=None, stub_missing=False, sys_path=None, sglang_version=None,
-            offline=False, torch_version=None, stub_names=None, gpus_fallback=False):
+            offline=False, torch_version=None, stub_names=None, gpus_fallback=False, import_is_launch=True):
     """What the program is asked: the server's argv (the words after ``python -m sglang.launch_server``), the
     unit's environment (applied over the program's own), the GPUs to answer from (None: torch's own answers),
     whether missing imports of sglang's are stubbed, the import path to put first, and whether the model hub is
@@ -64,7 +64,9 @@ def request(argv, environment=None, gpus=None, stub_missing=False, sys_path=None
     stand-in says it is (the stack's pin); ``stub_names``: with ``stub_missing``, the top-level import names that may
     be stubs (the packages the stack installs on a host but the sandbox lacks), whoever imports them; None: any
     package sglang's own modules import; ``gpus_fallback``: the GPUs given answer only where torch itself sees
-    none (a host's CPU build of torch, as on a simulated host)."""
+    none (a host's CPU build of torch, as on a simulated host); ``import_is_launch``: whether the launch itself
+    imports this interpreter's sglang (then an import that fails is the launch's failure, a refusal; else the dry
+    run is undecided)."""
     return {
         "argv": [str(a) for a in argv],
         "environment": dict((str(k), "" if v is None else str(v)) for k, v in (environment or {}).items()),
@@ -76,6 +78,7 @@ def request(argv, environment=None, gpus=None, stub_missing=False, sys_path=None
         "torch_version": torch_version,
         "stub_names": None if stub_names is None else sorted(set(stub_names)),
         "gpus_fallback": bool(gpus_fallback),
+        "import_is_launch": bool(import_is_launch),
     }
 
 
@@ -753,8 +756,9 @@ def _run(req, out):
         try:
             from sglang.srt import server_args as sa_module
         except Exception as exc:  # noqa: BLE001 - an import that fails here fails the real launch the same way
-            out.update(verdict="undecided" if req.get("stub_missing") else "refused", stage="import",
-                       error=_error(exc, root), reason="sglang.srt.server_args could not be imported")
+            decided = req.get("import_is_launch", True) and not req.get("stub_missing")
+            out.update(verdict="refused" if decided else "undecided", stage="import", error=_error(exc, root),
+                       reason="sglang.srt.server_args could not be imported")
             return
         version = req.get("sglang_version")
         if not version:

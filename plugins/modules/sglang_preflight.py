@@ -21,7 +21,7 @@ description:
   - Suggests NCCL/launch settings from the facts (e.g. PCIe-only GPUs in a KVM guest) as RV(advice) only.
   - Returns the planned launch (RV(launch)) - argv, command line, ExecStart lines, port, environment - which the
     server role's unit template renders as is. Secrets never enter it.
-  - Runs on the controller; makes no change on the host.
+  - Runs on the controller; makes no change on the host (the host's dry run, O(dry_run), only reads).
 version_added: 0.1.0
 author:
   - moesweep contributors (!UNKNOWN)
@@ -126,16 +126,24 @@ options:
     type: str
   dry_run:
     description:
-      - V(controller) runs the planned launch through its sglang version's own argument handling before the
-        knowledge base judges it - the pinned wheel in a sandbox on the controller, the GPU queries answered from
-        O(gpu_facts) (C(plugins/plugin_utils/sglang_sandbox.py), C(plugins/module_utils/sglang_dryrun.py)). Its
-        refusal carries sglang's own exception and the line it came from; the rules of the stages it got past
-        yield to it. It runs where the model's config.json is at hand (O(model_config), or the published files of
-        a known model id in C(data/models/)); RV(dry_run) says when it did not and why.
-      - V(off) leaves the verdict to the knowledge base alone.
+      - Before the knowledge base judges the point, the planned launch runs through its sglang version's own
+        argument handling (C(plugins/module_utils/sglang_dryrun.py)). Its refusal carries sglang's own exception and
+        the line it came from; the knowledge base's rules of the stages it got past yield to it.
+      - V(auto) runs it on the controller - the pinned wheel in a sandbox, the GPU queries answered from
+        O(gpu_facts) (C(plugins/plugin_utils/sglang_sandbox.py)) - where the model's config.json is at hand
+        (O(model_config), or the published files of a known model id in C(data/models/)), then on the host with
+        M(moesweep.sweep.sglang_dry_run) where the unit launches the server venv's own sglang (O(command) empty)
+        and the host's stack is a serving stack (O(provenance)'s C(stack) not a test or client stack). The host's
+        answer, from its own sglang, torch, GPUs and model files, decides over the controller's copy.
+      - V(controller) or V(host) runs only that one (V(host) on any stack); V(off) leaves the verdict to the
+        knowledge base alone. RV(dry_run) says what ran and, when none could, why.
     type: str
-    choices: [controller, "off"]
-    default: controller
+    choices: [auto, controller, host, "off"]
+    default: auto
+  dry_run_timeout:
+    description: Seconds the host's dry run may take (M(moesweep.sweep.sglang_dry_run) O(timeout)).
+    type: int
+    default: 180
   force:
     description: Proceed past a compatibility refusal; the result records RV(forced=true). A flag error cannot be forced.
     type: bool

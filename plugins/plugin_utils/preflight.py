@@ -7,7 +7,33 @@ action (``backends=compatible``) and the ``moesweep check`` CLI, so they all giv
 
 from ansible_collections.moesweep.sweep.plugins.plugin_utils import compat, launch, nodes, sglang_sandbox
 
-DRY_RUN_MODES = ("controller", "off")
+# auto: the controller's sandbox where the model's config.json is at hand, then the host's own sglang where the host
+# runs a serving stack and the unit launches that sglang; controller / host: that one alone; off: neither.
+DRY_RUN_MODES = ("auto", "controller", "host", "off")
+_NOT_SERVING_STACKS = ("test-", "client-")  # sglang_env's stacks that install sglang but serve nothing with it
+
+
+def wants_host_dry_run(args):
+    """Whether this point's dry run runs on the host too: asked (``host``), or ``auto`` where the unit launches the
+    server venv's own sglang (no stand-in command) and the host's stack is a serving one."""
+    mode = args.get("dry_run") or "auto"
+    if mode == "host":
+        return True
+    stack = str(((args.get("provenance") or {}).get("stack")) or "")
+    return mode == "auto" and not args.get("command") and not stack.startswith(_NOT_SERVING_STACKS)
+
+
+def host_dry_run_args(plan, args, facts):
+    """The ``sglang_dry_run`` module's arguments for this launch on its host."""
+    venv = args.get("venv")
+    return {
+        "python": (str(venv).rstrip("/") + "/bin/python") if venv else "python3",
+        "argv": list(plan.get("server_argv") or []),
+        "environment": dict(plan.get("environment") or {}),
+        "config_keys": [launch.API_KEY_FLAG] if args.get("api_key_set") else [],
+        "gpu_facts": facts or None,
+        "launch_imports": not args.get("command"),
+    }
 
 
 def _refusal(msg, launch_plan=None, node_info=None):
@@ -44,13 +70,15 @@ def controller_dry_run(plan, args, facts, run_fn=None):
                                         model=model, cuda_version=args.get("cuda_version"), run_fn=run_fn)
 
 
-def run_preflight(args, task_vars_facts=None, node_inputs=None, dry_run_fn=None):
+def run_preflight(args, task_vars_facts=None, node_inputs=None, dry_run_fn=None, host_dry_run=None):
     """Pure core shared with tests and the CLI: returns (result dict, failed bool). ``node_inputs``
     (``nodes.inputs_from_vars``): this host serves in a node group; the launch is this rank's, and the result's
     ``nodes`` is the group's plan (on a refusal: which host records it, and which host writes that record).
-    ``args["dry_run"]``: ``controller`` (default) runs the launch through its version's own argument handling in
-    the controller's sandbox where the model's config.json is at hand (``controller_dry_run``; ``dry_run_fn``
-    replaces the sandbox's runner in tests), ``off`` does not."""
+    ``args["dry_run"]`` (``DRY_RUN_MODES``): the launch runs through its version's own argument handling in the
+    controller's sandbox where the model's config.json is at hand (``controller_dry_run``; ``dry_run_fn`` replaces
+    the sandbox's runner in tests), then on the host (``host_dry_run(module_args)``, the caller's way to run the
+    ``sglang_dry_run`` module there) where ``wants_host_dry_run``: the host's answer, from its own sglang, torch,
+    GPUs and model files, decides over the controller's copy, unless that already refused."""
     facts = args.get("gpu_facts") or task_vars_facts or {}
     if "moesweep_gpu" in facts:
         facts = facts["moesweep_gpu"]
@@ -82,13 +110,16 @@ def run_preflight(args, task_vars_facts=None, node_inputs=None, dry_run_fn=None)
         "model": args.get("model_config") or plan["flags"].get("model-path") or plan["flags"].get("model"),
     }
     kb = compat.load_kb(args.get("kb_path"))
-    mode = args.get("dry_run") or "controller"
+    mode = args.get("dry_run") or "auto"
     if mode not in DRY_RUN_MODES:
         return _refusal("sweep point %s: dry_run %r: expected one of %s" % (name, mode, ", ".join(DRY_RUN_MODES)),
                         launch_plan=plan, node_info=node_plan), True
     dry = None
-    if mode == "controller" and not plan["flag_errors"]:
+    if mode in ("auto", "controller") and not plan["flag_errors"]:
         dry = controller_dry_run(plan, args, facts, run_fn=dry_run_fn)
+    if host_dry_run is not None and wants_host_dry_run(args) and not plan["flag_errors"] and \
+            not (dry and dry.get("verdict") == "refused"):
+        dry = dict(host_dry_run(host_dry_run_args(plan, args, facts)), ran=True)
     verdict = compat.evaluate(point, facts, kb, flag_errors=plan["flag_errors"],
                               dry_run=dry if dry and dry.get("ran") else None)
     if dry and not dry.get("ran"):

@@ -26,15 +26,22 @@ SM120 = {
 SM90_H200 = {"sm": "sm90", "gpu_count": 2, "interconnect": "nvlink", "virtualization": {"kind": "vm"}}
 
 
-def run_action(args, task_vars=None):
+# What the host's dry run answers where these tests have no host: undecided, so the knowledge base decides
+NO_HOST = {"verdict": "undecided", "where": "host", "reason": "a unit test: no host to run on"}
+
+
+def run_action(args, task_vars=None, host_answer=None):
     task = mock.MagicMock()
     task.args = args
     task.check_mode = False
     plugin = action.ActionModule(
         task, mock.MagicMock(), mock.MagicMock(), loader=None, templar=None, shared_loader_obj=None
     )
-    with mock.patch.object(action.ActionBase, "run", return_value={}):
-        return plugin.run(task_vars=task_vars or {})
+    with mock.patch.object(action.ActionBase, "run", return_value={}), \
+            mock.patch.object(action.ActionModule, "_execute_module", return_value=host_answer or NO_HOST) as ran:
+        result = plugin.run(task_vars=task_vars or {})
+    run_action.module_calls = ran.call_args_list
+    return result
 
 
 def test_refuses_trtllm_on_sm120_naming_everything():
@@ -206,3 +213,37 @@ def test_host_check_fail_refuses_and_warn_is_a_caveat():
     warned = run_action(dict(args, gpu_facts=_host_facts(shm)))
     assert not warned.get("failed") and any("/dev/shm" in w for w in warned["preflight_warnings"])
     json.dumps(res)
+
+
+def test_the_hosts_own_sglang_refuses_before_anything_restarts():
+    # what sglang_dry_run returns on a host whose sglang refuses the line (its ServerArgs raised)
+    refused = {"verdict": "refused", "stage": "server_args", "sglang_version": "0.5.9", "where": "host", "gpus": "real",
+               "error": {"type": "AssertionError", "message": "Invalid quantization 'fp8'.",
+                         "file": "sglang/srt/server_args.py", "line": 2137}}
+    args = {"backend": "flashinfer_cutlass", "sglang_version": "0.5.9", "gpu_facts": SM120,
+            "venv": "/opt/sglang/venv", "api_key_set": True, "secret_config_path": "/etc/sglang/s.secrets.yaml",
+            "flags": {"model-path": "/models/m", "tp-size": 8}, "environment": {"NCCL_P2P_LEVEL": "PHB"}}
+    result = run_action(args, host_answer=refused)
+    assert result["failed"] and result["verdict"] == "unsupported"
+    assert "AssertionError: Invalid quantization 'fp8'." in result["msg"]
+    assert "server_args.py#L2137" in result["msg"] and result["dry_run"]["where"] == "host"
+    # the module got the unit's exact line, its environment, the keys of its --config file, the facts
+    (call,) = run_action.module_calls
+    sent = call.kwargs["module_args"]
+    assert call.kwargs["module_name"] == "moesweep.sweep.sglang_dry_run"
+    assert sent["python"] == "/opt/sglang/venv/bin/python" and sent["launch_imports"] is True
+    assert sent["argv"][:2] == ["--model-path", "/models/m"] and sent["config_keys"] == ["api-key"]
+    assert sent["environment"]["NCCL_P2P_LEVEL"] == "PHB" and sent["gpu_facts"]["sm"] == "sm120"
+
+
+def test_no_host_dry_run_where_a_stand_in_serves_or_the_stack_serves_nothing():
+    base = {"backend": "triton", "sglang_version": "0.5.9", "gpu_facts": SM120, "flags": {"model-path": "/m"}}
+    run_action(dict(base, command=["/opt/moesweep-sim/bin/sglang-sim"]))
+    assert run_action.module_calls == []
+    run_action(dict(base, provenance={"stack": "test-cpu-sglang-0.5.9", "versions": {"sglang": "0.5.9"}}))
+    assert run_action.module_calls == []
+    run_action(dict(base, dry_run="off"))
+    assert run_action.module_calls == []
+    # asked for: it runs on any stack, and a stand-in's import failure is then only undecided
+    run_action(dict(base, dry_run="host", command=["/opt/moesweep-sim/bin/sglang-sim"]))
+    assert run_action.module_calls[0].kwargs["module_args"]["launch_imports"] is False
