@@ -9,75 +9,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 import types
 
 import pytest
 from ansible_collections.moesweep.sweep.plugins.module_utils import sglang_dryrun as dr
+from helpers.fake_sglang import write_fake_sglang
 
 H200 = {"count": 1, "capability": [9, 0], "name": "NVIDIA H200", "memory_total_mib": 143771, "cuda_version": "12.8"}
 
-SERVER_ARGS = '''
-import argparse
-import dataclasses
-import logging
-import subprocess
-
-import torch
-import zmq  # a package the stack installs and the sandbox lacks: a stub
-
-logger = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass
-class ServerArgs:
-    model_path: str
-    tp_size: int = 1
-    dp_size: int = 1
-    pp_size: int = 1
-    moe_runner_backend: str = "auto"
-    attention_backend: str = None
-    gpu_mem: int = 0
-
-    def __post_init__(self):
-        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, check=True)
-        self.gpu_mem = min(int(x) for x in out.stdout.split())
-        if self.model_path == "offline":
-            raise OSError("We couldn't connect to 'https://huggingface.co' to load the files")
-        if self.moe_runner_backend == "flashinfer_trtllm" and torch.cuda.get_device_capability() < (10, 0):
-            raise ValueError("flashinfer_trtllm needs SM100, got %s" % (torch.cuda.get_device_capability(),))
-        if self.attention_backend is None:
-            self.attention_backend = "fa3" if torch.cuda.get_device_capability()[0] == 9 else "flashinfer"
-            logger.warning("Attention backend not specified. Use %s backend by default.", self.attention_backend)
-
-    def check_server_args(self):
-        assert self.tp_size % self.pp_size == 0, "tp_size must be divisible by pp_size"
-
-
-def prepare_server_args(argv):
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--model-path", required=True)
-    parser.add_argument("--tp-size", "--tp", type=int, default=1)
-    parser.add_argument("--dp-size", "--dp", type=int, default=1)
-    parser.add_argument("--pp-size", type=int, default=1)
-    parser.add_argument("--moe-runner-backend", choices=["auto", "triton", "flashinfer_trtllm"], default="auto")
-    return ServerArgs(**vars(parser.parse_args(argv)))
-'''
-
-
 @pytest.fixture(scope="module")
 def fake_sglang(tmp_path_factory):
-    root = tmp_path_factory.mktemp("site")
-    pkg = root / "sglang"
-    (pkg / "srt" / "model_executor").mkdir(parents=True)
-    for init in (pkg / "__init__.py", pkg / "srt" / "__init__.py", pkg / "srt" / "model_executor" / "__init__.py"):
-        init.write_text("")
-    (pkg / "launch_server.py").write_text("")
-    (pkg / "srt" / "server_args.py").write_text(textwrap.dedent(SERVER_ARGS))
-    (pkg / "srt" / "model_executor" / "model_runner.py").write_text(
-        "class ModelRunner:\n    def init_torch_distributed(self):\n        torch.cuda.set_device(self.gpu_id)\n")
-    return root
+    return write_fake_sglang(tmp_path_factory.mktemp("site"))
 
 
 def run_program(req):
