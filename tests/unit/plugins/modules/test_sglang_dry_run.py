@@ -10,9 +10,8 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from helpers.fake_sglang import write_fake_sglang
-
 from ansible_collections.moesweep.sweep.plugins.modules import sglang_dry_run as module
+from helpers.fake_sglang import write_fake_sglang
 
 CPU_TORCH = "class cuda:\n    @staticmethod\n    def is_available():\n        return False\n\nversion = None\n"
 FACTS = {"gpu_count": 2, "sm": "sm90", "gpu_models": ["NVIDIA H200"], "gpus": [{"memory_total_mib": 143771}]}
