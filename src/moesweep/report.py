@@ -760,6 +760,32 @@ def grouped_caveats(records):
     return out
 
 
+DRY_RUN_HEADER = ["host", "point", "sglang", "where", "GPUs", "verdict", "attention", "MoE runner", "KV cache", "page",
+                  "sglang's message or why it did not run"]
+_RESOLVED_SHOWN = ("attention_backend", "moe_runner_backend", "kv_cache_dtype", "page_size")
+
+
+def dry_run_rows(records):
+    """One row per point whose record says what sglang's own argument handling answered (preflight.dry_run): where
+    it ran, whose GPU answers, the verdict, what it resolved, and its message (with the line) or why it did not."""
+    rows = []
+    for r in summary.point_records(records):
+        dry = (r.get("preflight") or {}).get("dry_run")
+        if not dry:
+            continue
+        resolved = dry.get("resolved") or {}
+        err = dry.get("error") or {}
+        if err:
+            where = " ({}:{})".format(err.get("file"), err.get("line")) if err.get("file") else ""
+            said = "{}{}".format((err.get("message") or "").splitlines()[0][:200] if err.get("message") else "", where)
+        else:
+            said = dry.get("reason") or "; ".join(dry.get("notices") or [])[:200] or "-"
+        rows.append([r.get("host"), r.get("point"), dry.get("sglang_version") or "-", dry.get("where") or "-",
+                     dry.get("gpus") or "-", dry.get("verdict")]
+                    + ["-" if resolved.get(k) is None else resolved[k] for k in _RESOLVED_SHOWN] + [said])
+    return rows
+
+
 def _md_table(header, rows):
     esc = lambda t: str(t).replace("|", "\\|").replace("\n", " ")  # noqa: E731
     out = ["| " + " | ".join(esc(h) for h in header) + " |", "|" + "|".join("---" for _h in header) + "|"]
@@ -812,6 +838,13 @@ def render_markdown(records, rows, plots, reference, skipped=()):
             lines.append("")
             if f["excerpt"]:
                 lines += ["```", f["excerpt"], "```", ""]
+    dry = dry_run_rows(records)
+    if dry:
+        lines += ["## What sglang's own argument handling answered", "",
+                  "Each point's launch line, run through its sglang version's own argument handling before anything "
+                  "restarted (on the controller, the pinned wheel with the GPU queries answered from the facts; on "
+                  "the host, its own sglang, torch and GPUs).", ""]
+        lines += _md_table(DRY_RUN_HEADER, dry) + [""]
     cav = grouped_caveats(records)
     if cav:
         lines += ["## Caveats from the preflight", ""]
@@ -988,6 +1021,12 @@ def render_html(records, rows, plots, reference, skipped=()):
             if f["excerpt"]:
                 parts.append("<pre>{}</pre>".format(_h(f["excerpt"])))
             parts.append("</div>")
+    dry = dry_run_rows(records)
+    if dry:
+        parts.append("<h2>What sglang's own argument handling answered</h2><table><thead><tr>"
+                     + "".join(f"<th>{_h(h)}</th>" for h in DRY_RUN_HEADER) + "</tr></thead><tbody>")
+        parts += ["<tr>" + "".join(f"<td>{_h(c)}</td>" for c in row) + "</tr>" for row in dry]
+        parts.append("</tbody></table>")
     cav = grouped_caveats(records)
     if cav:
         parts.append("<h2>Caveats from the preflight</h2><ul>")

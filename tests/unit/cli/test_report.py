@@ -306,3 +306,24 @@ def test_the_transport_nccl_reported_is_a_table_with_its_line_beside_the_latency
                                                                        "SHM/direct/direct")
     md = report.render_markdown(records, [], [], None)
     assert "## Interconnect, as NCCL reported it" in md and "via SHM/direct/direct" in md
+
+
+def test_the_report_shows_what_sglangs_own_argument_handling_answered():
+    dry_ok = {"verdict": "accepted", "where": "controller", "gpus": "facts", "sglang_version": "0.5.23",
+              "resolved": {"attention_backend": "dsa", "moe_runner_backend": "auto", "kv_cache_dtype": "fp8_e4m3",
+                           "page_size": 64}, "notices": ["Use dsa attention backend for DeepSeek DSA models."]}
+    dry_no = {"verdict": "refused", "where": "host", "gpus": "real", "sglang_version": "0.5.9", "stage": "server_args",
+              "error": {"type": "ValueError", "file": "sglang/srt/utils/hf_transformers_utils.py", "line": 315,
+                        "message": "The checkpoint you are trying to load has model type `glm_moe_dsa` but "
+                                   "Transformers does not recognize this architecture.\nYou can update..."}}
+    records = [{"kind": "point", "host": "vm", "point": "auto", "status": "passed",
+                "preflight": {"dry_run": dry_ok}},
+               {"kind": "point", "host": "vm", "point": "triton", "status": "refused",
+                "preflight": {"dry_run": dry_no}}]
+    rows = report.dry_run_rows(records)
+    assert rows[0] == ["vm", "auto", "0.5.23", "controller", "facts", "accepted", "dsa", "auto", "fp8_e4m3", 64,
+                       "Use dsa attention backend for DeepSeek DSA models."]
+    assert rows[1][5] == "refused" and rows[1][-1] == (
+        "The checkpoint you are trying to load has model type `glm_moe_dsa` but Transformers does not recognize this "
+        "architecture. (sglang/srt/utils/hf_transformers_utils.py:315)")
+    assert report.dry_run_rows([{"kind": "point", "preflight": {}}]) == []

@@ -166,3 +166,15 @@ def test_the_servers_own_nccl_lines_name_the_transport_of_its_record():
     assert rec["interconnect"]["transport"] == {"found": True, "transports": {"SHM": 15}, "pairs": [],
                                                 "source": "measurement"}
     assert "interconnect" not in records.build_point_record(dict(ctx, interconnect={}, journal=None))
+
+
+def test_a_record_keeps_what_sglangs_own_argument_handling_answered():
+    dry = {"verdict": "refused", "where": "host", "gpus": "real", "stage": "server_args", "sglang_version": "0.5.9",
+           "error": {"type": "AssertionError", "message": "Invalid quantization 'fp8'.", "file":
+                     "sglang/srt/server_args.py", "line": 2137, "url": "https://github.com/sgl-project/sglang/blob/"
+                     "v0.5.9/python/sglang/srt/server_args.py#L2137"},
+           "resolved": {}, "notices": []}
+    ctx = {"sweep_id": "s", "host": "h", "point": "flashinfer_cutlass", "failed_stage": "preflight",
+           "preflight": {"verdict": "unsupported", "msg": "refused", "dry_run": dry}, "failed_result": {}}
+    rec = records.build_point_record(ctx)
+    assert rec["status"] == "refused" and rec["preflight"]["dry_run"] == dry
