@@ -68,7 +68,7 @@ def main() -> int:
             times.append(time.monotonic() - started)
             verdicts.add((answer["verdict"], answer.get("stage")))
         figures["cases"][name] = {"median_s": round(statistics.median(times), 2), "max_s": round(max(times), 2),
-                                  "verdicts": sorted("%s %s" % v for v in verdicts)}
+                                  "verdicts": sorted(f"{v[0]} {v[1]}" for v in verdicts)}
         if name.startswith("refusal"):
             worst_refusal = max(worst_refusal, max(times))
     figures["goal_refusal_s"] = 15.0
@@ -81,7 +81,8 @@ def main() -> int:
         for name, fig in figures["cases"].items():
             print(f"{name}: median {fig['median_s']} s, max {fig['max_s']} s over {args.runs} runs "
                   f"({', '.join(fig['verdicts'])})")
-        print(f"worst refusal {worst_refusal:.2f} s against the goal of 15 s: {'met' if figures['goal_met'] else 'MISSED'}")
+        verdict = "met" if figures["goal_met"] else "MISSED"
+        print(f"worst refusal {worst_refusal:.2f} s against the goal of 15 s: {verdict}")
     return 0 if figures["goal_met"] else 1
 
 
