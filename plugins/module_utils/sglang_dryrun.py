@@ -22,7 +22,12 @@ the quantization method's capability gate):
    config.json read through sglang's own ``get_config``) and ``check_server_args``;
 3. ``scheduler_init``: every GPU the node's scheduler processes would take (the ranks' ``gpu_id`` as
    ``_launch_scheduler_processes`` / the data-parallel controller compute them) against the GPUs the process sees;
-4. ``model_init`` (partly): the model's quantization config and the loader's capability gate.
+4. ``model_init`` (partly): the model's quantization config and the loader's capability gate;
+5. ``attention_init`` (where the GPU answers are the facts'): the gates of the attention backends the model runner
+   would create (``srt/layers/attention/attention_registry.py``: FlashAttention 3 on SM80/SM90 only, TRT-LLM MLA on
+   MLA models only, ...), each factory called with a stand-in runner that holds the real model config and arguments
+   on the ``meta`` device; only an exception its own gate raises counts (what comes after the gate needs the real
+   runner). Not on a real GPU, where constructing a backend could allocate memory or build kernels.
 
 Nothing binds a port, loads a weight or allocates GPU memory: the GPUs are only counted and asked their
 capability (a real host: through torch, which opens no context for that). What runs after these stages (the MoE
@@ -51,7 +56,7 @@ import sys
 
 MARKER = "MOESWEEP_DRYRUN "
 VERDICTS = ("accepted", "refused", "undecided")
-STAGES = ("arguments", "server_args", "scheduler_init", "model_init")
+STAGES = ("arguments", "server_args", "scheduler_init", "model_init", "attention_init")
 SOURCE_URL = "https://github.com/sgl-project/sglang/blob/v%s/python/%s#L%d"
 
 
@@ -827,11 +832,22 @@ def _run(req, out):
         stage = "model_init"
         _quantization_gate(server_args, out)
         stages.append(stage)
+        stage = "attention_init"
+        if gpus and not torch_sees_gpus:
+            _attention_gates(server_args, out)
+            stages.append(stage)
+        else:
+            out["attention_gates"] = "not checked on a real GPU (a backend's constructor may allocate or build there)"
         out.update(verdict="accepted", stage=None)
     except BaseException as exc:  # noqa: BLE001 - sglang's exception is the answer
         message = str(exc)
         env_failure = bool(_ENVIRONMENTAL.search("%s %s" % (type(exc).__name__, message)))
-        if req.get("offline") and env_failure:
+        if req.get("stub_missing") and "are not supported for now" in message:
+            # the model registry of a sandbox: a model module whose imports are stubs may not register its class
+            out.update(verdict="undecided", stage=stage, error=_error(exc, root),
+                       reason="the sandbox could not build this model's class (%s): the host's own dry run decides"
+                              % message.strip().splitlines()[0][:160])
+        elif req.get("offline") and env_failure:
             out.update(verdict="undecided", stage=stage, error=_error(exc, root),
                        reason="the model's config.json is not available to the dry run (%s): give it with "
                               "--model-config, or stage the model" % message.strip().splitlines()[0][:200])
@@ -842,15 +858,31 @@ def _run(req, out):
         out["elapsed_s"] = round(time.time() - started, 3)
 
 
+def _model_config(server_args):
+    """The model's ModelConfig as the scheduler builds it (``ModelConfig.from_server_args``; 0.5.9's ServerArgs
+    keeps the one it built while resolving). Its exceptions are the launch's."""
+    model_config = getattr(server_args, "model_config", None)
+    if model_config is None and callable(getattr(server_args, "get_model_config", None)):
+        model_config = server_args.get_model_config()
+    if model_config is None:
+        try:
+            from sglang.srt.configs.model_config import ModelConfig
+        except ImportError:
+            return None
+        build = getattr(ModelConfig, "from_server_args", None)
+        model_config = build(server_args) if build is not None else None
+    return model_config
+
+
 def _quantization_gate(server_args, out):
     """The loader's quantization config and its capability gate (v0.5.9 srt/model_loader/loader.py
     ``_get_quantization_config``: 'The quantization method X is not supported for the current GPU. Minimum
     capability: ... Current capability: ...'), for a quantized model; skipped (said so) where this version's loader
     has no such function."""
-    model_config = getattr(server_args, "model_config", None)
+    model_config = _model_config(server_args)
     if model_config is None:
-        get = getattr(server_args, "get_model_config", None)
-        model_config = get() if get else None
+        out["quantization_gate"] = "not checked: this version builds no ModelConfig from its arguments here"
+        return
     if model_config is not None:
         # the quantization the model's own config names, which the launch runs with even where --quantization is
         # not given (ModelConfig._verify_quantization)
@@ -865,14 +897,80 @@ def _quantization_gate(server_args, out):
         out["quantization_gate"] = "not checked: %s" % exc
         return
     gate = getattr(loader, "_get_quantization_config", None)
-    if gate is None:
-        out["quantization_gate"] = "not checked: this version's loader has no _get_quantization_config"
+    try:
+        import inspect
+
+        has_gate = gate is not None and "get_min_capability" in inspect.getsource(gate)
+    except (OSError, TypeError):
+        has_gate = False
+    if not has_gate:
+        # 0.5.23's loader checks no capability here (its quantization methods do, when the model is built)
+        out["quantization_gate"] = "not checked: this version's loader has no capability gate"
         return
     load_config = LoadConfig(load_format=getattr(server_args, "load_format", "auto"),
                              download_dir=getattr(server_args, "download_dir", None))
     quant_config = gate(model_config, load_config)
     out["quantization_gate"] = "passed (%s)" % type(quant_config).__name__ if quant_config is not None else \
         "passed"
+
+
+class _StandInRunner(object):
+    """What an attention backend's factory reads of its model runner, before its gate: the real model config and
+    arguments; the ``meta`` device, so that nothing a constructor makes after the gate is real."""
+
+    device = "meta"
+    gpu_id = 0
+    is_draft_worker = False
+    init_new_workspace = False
+
+    def __init__(self, server_args, model_config, use_mla_backend):
+        self.server_args = server_args
+        self.model_config = model_config
+        self.use_mla_backend = use_mla_backend
+        self.page_size = getattr(server_args, "page_size", 1)
+        self.tp_size = getattr(server_args, "tp_size", 1)
+
+
+def _attention_gates(server_args, out):
+    """Call the factory of each attention backend the model runner would create (v0.5.9 srt/model_executor/
+    model_runner.py ``_get_attention_backend``: ``server_args.get_attention_backends()``, each name through
+    ``ATTENTION_BACKENDS``); an AssertionError or ValueError raised by the factory itself is the launch's failure."""
+    import inspect
+
+    model_config = _model_config(server_args)
+    try:
+        from sglang.srt.layers.attention.attention_registry import ATTENTION_BACKENDS
+    except Exception as exc:  # noqa: BLE001 - a registry that does not import is not checked, and said so
+        out["attention_gates"] = "not checked: %s: %s" % (type(exc).__name__, exc)
+        return
+    get = getattr(server_args, "get_attention_backends", None)
+    if get is not None:
+        names = [n for n in get() if n]
+    else:  # 0.5.23: the resolved record's prefill / decode backends, else its attention backend
+        resolved = out.get("resolved") or {}
+        names = [resolved.get("prefill_attention_backend") or resolved.get("attention_backend"),
+                 resolved.get("decode_attention_backend") or resolved.get("attention_backend")]
+    arch = getattr(model_config, "attention_arch", None)
+    runner = _StandInRunner(server_args, model_config, getattr(arch, "name", str(arch)) == "MLA")
+    checked = []
+    for name in [n for i, n in enumerate(names) if n and n not in names[:i]]:
+        factory = ATTENTION_BACKENDS.get(name)
+        if factory is None:
+            raise ValueError("Invalid attention backend: %s" % name)  # model_runner._get_attention_backend_from_str
+        own = os.path.realpath(inspect.getsourcefile(factory) or "")
+        try:
+            factory(runner)
+        except (AssertionError, ValueError) as exc:
+            tb = exc.__traceback__
+            while tb.tb_next is not None:
+                tb = tb.tb_next
+            if os.path.realpath(tb.tb_frame.f_code.co_filename) == own and tb.tb_frame.f_code.co_name == \
+                    factory.__name__:
+                raise
+        except Exception:  # noqa: BLE001 - past the gate: the constructor needs the real runner
+            pass
+        checked.append(name)
+    out["attention_gates"] = "passed (%s)" % ", ".join(checked)
 
 
 def main():

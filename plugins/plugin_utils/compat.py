@@ -21,11 +21,11 @@ from ansible_collections.moesweep.sweep.plugins.plugin_utils import sglang_flags
 STATUS_ORDER = {"supported": 0, "caveat": 1, "unknown": 2, "unsupported": 3}  # an undecidable failure outranks a caveat
 STATUSES = tuple(STATUS_ORDER)
 # When a launch fails, in the order a launch reaches these points (compat.yml `stage`).
-STAGES = ("server_args", "scheduler_init", "model_init", "kv_cache", "first_forward")
+STAGES = ("server_args", "scheduler_init", "model_init", "kv_cache", "attention_init", "first_forward")
 # The dry run's stages (module_utils/sglang_dryrun.py) as the knowledge base names them, and the stages the knowledge
 # base leaves to a dry run that got past them: sglang's own code decided those, so a hand-written rule there yields.
 DRY_RUN_STAGES = {"import": "server_args", "arguments": "server_args", "server_args": "server_args",
-                  "scheduler_init": "scheduler_init", "model_init": "model_init"}
+                  "scheduler_init": "scheduler_init", "model_init": "model_init", "attention_init": "attention_init"}
 DRY_RUN_DECIDES = ("server_args", "scheduler_init")
 DEFAULT_KB_PATH = os.path.join(os.path.dirname(__file__), "..", "..", "data", "compat.yml")
 UNQUANTIZED = ("", "none", "null", "bf16", "bfloat16", "unquant")
@@ -691,6 +691,7 @@ def dry_run_summary(result):
         "resolved": result.get("key_fields") or {},
         "notices": [n.get("message") for n in result.get("notices") or [] if n.get("message")][:12],
         "quantization_gate": result.get("quantization_gate"),
+        "attention_gates": result.get("attention_gates"),
         "model_quantization": result.get("model_quantization"),
         "not_checked": [result["scheduler_init"]] if result.get("scheduler_init") else None,
         "assumptions": result.get("assumptions"),
@@ -703,23 +704,25 @@ def dry_run_summary(result):
 
 def _with_dry_run(findings, result):
     """The findings once sglang's own argument handling has spoken: its refusal is a finding (sglang's exception,
-    the line it came from); a knowledge-base rule at a stage the dry run got past yields (the real code decided
-    there), and a refusal among them is named as a rule that does not hold. Returns (findings, warnings)."""
-    verdict = (result or {}).get("verdict")
-    version = result.get("sglang_version") if result else None
-    if verdict not in ("accepted", "refused"):
-        reason = (result or {}).get("reason") or "no answer"
-        return findings, ["sglang's own argument handling was not run to the end (%s): the knowledge base's rules "
-                          "decide the stages it did not reach" % reason]
-    stage = DRY_RUN_STAGES.get(result.get("stage") or "", "server_args")
+    the line it came from); a knowledge-base rule of a stage the dry run got through yields (the real code decided
+    there), and a refusal among them is named as a rule that does not hold. An undecided dry run decides the stages
+    it did get through, and says where it stopped. Returns (findings, warnings)."""
+    result = result or {}
+    verdict = result.get("verdict")
+    version = result.get("sglang_version")
+    notes = []
+    passed = {DRY_RUN_STAGES[s] for s in result.get("stages_run") or [] if s in DRY_RUN_STAGES} & \
+        set(DRY_RUN_DECIDES)
     if verdict == "accepted":
         passed = set(DRY_RUN_DECIDES)
-    else:
-        passed = set(DRY_RUN_DECIDES[:DRY_RUN_DECIDES.index(stage)] if stage in DRY_RUN_DECIDES else DRY_RUN_DECIDES)
-    kept, notes = [], []
+    elif verdict != "refused":
+        notes.append("sglang's own argument handling was not run to the end (%s): the knowledge base's rules decide "
+                     "the stages it did not reach" % (result.get("reason") or "no answer"))
     if result.get("scheduler_init"):
         passed.discard("scheduler_init")
         notes.append("the dry run did not check the ranks' GPUs against the host's: %s" % result["scheduler_init"])
+    stage = DRY_RUN_STAGES.get(result.get("stage") or "", "server_args")
+    kept = []
     for f in findings:
         if f["kind"] != "input" and f.get("stage") in passed:
             if f["status"] == "unsupported":

@@ -38,7 +38,7 @@ def sandbox_request(site, argv, gpus=H200, **kw):
 def test_an_accepted_launch_returns_what_sglang_resolved_from_the_facts(fake_sglang):
     ans = run_program(sandbox_request(fake_sglang, ["--model-path", "m", "--tp", "1"]))
     assert ans["verdict"] == "accepted" and ans["gpus"] == "facts"
-    assert ans["stages_run"] == ["arguments", "server_args", "scheduler_init", "model_init"]
+    assert ans["stages_run"] == ["arguments", "server_args", "scheduler_init", "model_init", "attention_init"]
     # torch's capability and nvidia-smi's memory.total both answered from the request's GPUs
     assert ans["resolved"]["attention_backend"] == "fa3" and ans["resolved"]["gpu_mem"] == 143771
     assert ans["notices"][0]["message"] == "Attention backend not specified. Use fa3 backend by default."

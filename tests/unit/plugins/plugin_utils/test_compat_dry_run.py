@@ -87,3 +87,13 @@ def test_an_unchecked_gpu_count_keeps_the_scheduler_stage_open_and_says_so():
     v = compat.evaluate(point("triton"), {"sm": "sm120"}, KB, dry_run=dry)
     assert any(w.startswith("the dry run did not check the ranks' GPUs against the host's") for w in v["warnings"])
     assert v["dry_run"]["not_checked"] == [dry["scheduler_init"]]
+
+
+def test_an_undecided_dry_run_still_decides_the_stages_it_got_through():
+    # the sandbox resolved the arguments, then could not build the model's class: ServerArgs spoke, the rest did not
+    partial = {"verdict": "undecided", "stage": "model_init", "sglang_version": "0.5.9",
+               "stages_run": ["arguments", "server_args", "scheduler_init"],
+               "reason": "the sandbox could not build this model's class"}
+    v = compat.evaluate(point("flashinfer_cutlass", "fp8"), SM120, KB, dry_run=partial)
+    assert "s9-flashinfer-cutlass-quant" not in [r["rule"] for r in v["reasons"]]
+    assert any("was not run to the end (the sandbox could not build this model's class)" in w for w in v["warnings"])

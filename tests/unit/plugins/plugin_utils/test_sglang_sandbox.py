@@ -117,6 +117,27 @@ CELLS = [
     ("0523-tp8-dp2-on-8-gpus", "0.5.23", RTX_PRO_6000_X8,
      ["--model-path", "Qwen/Qwen3-30B-A3B", "--tp", "8", "--dp", "2"],
      "refused", "scheduler_init", "invalid device ordinal", "sglang/srt/distributed/bootstrap.py"),
+    # the loader's capability gate, after the weights' download and before they load (v0.5.9
+    # srt/model_loader/loader.py:222-240): ModelOpt NVFP4 needs SM100
+    ("059-nvfp4-on-sm90", "0.5.9", H100_X8,
+     ["--model-path", "nvidia/DeepSeek-V3-0324-NVFP4", "--tp", "8", "--quantization", "modelopt_fp4"],
+     "refused", "model_init", "Minimum capability: 100. Current capability: 90.", "sglang/srt/model_loader/loader.py"),
+    # the attention backends' gates, after the KV pool (v0.5.9 srt/layers/attention/attention_registry.py:126-139,
+    # 155-161; v0.5.23 the same file, :238-262)
+    ("059-fa3-on-sm120", "0.5.9", RTX_PRO_6000_X8,
+     ["--model-path", "Qwen/Qwen3-30B-A3B", "--tp", "8", "--attention-backend", "fa3"],
+     "refused", "attention_init", "FlashAttention v3 Backend requires SM>=80 and SM<=90",
+     "sglang/srt/layers/attention/attention_registry.py"),
+    ("059-fa3-on-sm90", "0.5.9", H100_X8,
+     ["--model-path", "Qwen/Qwen3-30B-A3B", "--tp", "8", "--attention-backend", "fa3"], "accepted", None, None, None),
+    ("0523-fa3-on-sm120", "0.5.23", RTX_PRO_6000_X8,
+     ["--model-path", "Qwen/Qwen3-30B-A3B", "--tp", "8", "--attention-backend", "fa3"],
+     "refused", "attention_init", "FlashAttention v3 Backend requires SM>=80 and SM<=90",
+     "sglang/srt/layers/attention/attention_registry.py"),
+    ("059-trtllm-mha-on-an-mla-model", "0.5.9", {"gpu_count": 8, "sm": "sm100"},
+     ["--model-path", "deepseek-ai/DeepSeek-V3", "--tp", "8", "--attention-backend", "trtllm_mha"],
+     "refused", "attention_init", "trtllm_mha backend can only be used with non-MLA models",
+     "sglang/srt/layers/attention/attention_registry.py"),
 ]
 
 
