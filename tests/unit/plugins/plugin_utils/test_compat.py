@@ -347,6 +347,13 @@ def test_allreduce_fusion_per_version():
     assert boom["status"] == "unsupported" and "SM90 or SM10X" in boom["error"]
     h200 = ev("triton", quant=None, version="0.5.23", facts=SM90, **{"enable-flashinfer-allreduce-fusion": True})
     assert h200["status"] == "supported"
+    # the spelling 0.5.23's deprecation message recommends resolves the same backend, and raises the same way
+    for value in ("auto", "trtllm"):
+        new = ev("triton", quant=None, version="0.5.23", facts=dict(SM120_KVM, cuda_toolkit={"release": "13.0"}),
+                 **{"flashinfer-allreduce-fusion-backend": value})
+        assert new["status"] == "unsupported" and new["stage"] == "first_forward" and "SM90 or SM10X" in new["error"]
+    assert ev("triton", quant=None, version="0.5.23", facts=SM90,
+              **{"flashinfer-allreduce-fusion-backend": "auto"})["status"] == "supported"
 
 
 def test_nccl_advice_for_pcie_kvm_only():
