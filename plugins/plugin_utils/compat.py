@@ -13,6 +13,7 @@ and the ``moesweep check`` CLI, so both give the same verdict.
 
 import os
 import re
+import types
 
 from ansible_collections.moesweep.sweep.plugins.module_utils import sglang_dryrun
 from ansible_collections.moesweep.sweep.plugins.module_utils.nvidia_smi import sm_number  # noqa: F401  (re-exported)
@@ -670,6 +671,62 @@ def _schema_findings(backend, quant, version):
     return out
 
 
+# Where a scheduler process first selects its GPU, per audited version (what the dry run cites when it runs).
+SET_DEVICE_LINES = {
+    "0.5.9": ("sglang/srt/model_executor/model_runner.py", 734),
+    "0.5.23": ("sglang/srt/distributed/bootstrap.py", 133),
+}
+
+
+def _flag_int(flags, names, default):
+    for name in names:
+        value = flags.get(name)
+        if value not in (None, False):
+            try:
+                return int(value)
+            except (TypeError, ValueError):
+                return default
+    return default
+
+
+def gpu_layout_finding(ctx, facts):
+    """The ranks' GPUs against the host's, from the launch's flags, where no dry run decided it: the node's scheduler
+    processes take the GPUs ``sglang_dryrun._gpu_ids`` computes (sglang's own formula); one beyond what the process
+    sees dies at its ``set_device`` with torch's "invalid device ordinal". None when it fits or the count is unknown."""
+    count = (facts or {}).get("gpu_count")
+    if not count:
+        return None
+    flags = ctx["flags"]
+    layout = types.SimpleNamespace(
+        tp_size=_flag_int(flags, ("--tp-size", "--tensor-parallel-size"), 1),
+        pp_size=_flag_int(flags, ("--pp-size", "--pipeline-parallel-size"), 1),
+        dp_size=_flag_int(flags, ("--dp-size", "--data-parallel-size"), 1),
+        nnodes=_flag_int(flags, ("--nnodes",), 1), node_rank=_flag_int(flags, ("--node-rank",), 0),
+        base_gpu_id=_flag_int(flags, ("--base-gpu-id",), 0), gpu_id_step=_flag_int(flags, ("--gpu-id-step",), 1),
+        enable_dp_attention=flags.get("--enable-dp-attention") not in (None, False))
+    ids = sglang_dryrun._gpu_ids(layout)
+    seen = sglang_dryrun._visible(int(count), ctx["environment"])
+    if not ids or max(ids) < seen:
+        return None
+    file_, line = SET_DEVICE_LINES.get(str(ctx.get("version")), (None, None))
+    url = sglang_dryrun.error_url(ctx.get("version"), {"file": file_, "line": line}) if file_ else None
+    return {
+        "rule": "gpu-layout",
+        "kind": "launch",
+        "status": "unsupported",
+        "stage": "scheduler_init",
+        "runs": None,
+        "reason": "the node's scheduler processes take GPUs %s (tp %d x pp %d x dp %d, from GPU %d in steps of %d); "
+                  "the process sees %d%s: fit the parallel sizes to the GPUs" % (
+                      ids, layout.tp_size, layout.pp_size, layout.dp_size if not layout.enable_dp_attention else 1,
+                      layout.base_gpu_id, layout.gpu_id_step, seen,
+                      " (CUDA_VISIBLE_DEVICES)" if ctx["environment"].get("CUDA_VISIBLE_DEVICES") is not None else ""),
+        "error": "RuntimeError: " + sglang_dryrun.INVALID_DEVICE.splitlines()[0],
+        "citation": url,
+        "citations": [url] if url else [],
+    }
+
+
 def dry_run_summary(result):
     """What a verdict, a record and the report keep of a dry run (``module_utils/sglang_dryrun.py``): the
     verdict, where it stopped and sglang's own message with its line, the arguments sglang resolved, its notices."""
@@ -865,6 +922,9 @@ def evaluate(point, facts, kb, flag_errors=None, dry_run=None):
             f["status"] = "unknown"
             f["reason"] = "needs a fact that is missing (SM, sglang or CUDA version): " + (f["reason"] or "")
             launch_findings.append(f)
+    layout = gpu_layout_finding(ctx, facts)
+    if layout:
+        launch_findings.append(layout)
     # Within one stage, in the order a launch meets them: what the flags set up before any forward (the
     # allreduce-fusion workspace at kernel warm-up), then a layer's dense GEMMs and attention, then its MoE.
     at = sum(1 for f in findings if f["kind"] == "input")

@@ -200,6 +200,64 @@ class Server:
         """The frame the failure is raised in (failure_model.py), or none for a C++ text."""
         return [failure.frame] if failure.frame else []
 
+    def visible_gpus(self) -> int:
+        """How many GPUs a process sees: the host's, or the leading entries of CUDA_VISIBLE_DEVICES that name one
+        (the CUDA runtime stops at the first entry it cannot use)."""
+        count = int(self.gpu["count"])
+        value = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if value is None:
+            return count
+        seen = 0
+        for item in value.split(","):
+            item = item.strip()
+            if item.isdigit() and int(item) < count or item.startswith(("GPU-", "MIG-")):
+                seen += 1
+            else:
+                break
+        return seen
+
+    def unseen_gpus(self) -> list:
+        """(dp rank or None, tp rank, GPU index) of this node's scheduler processes whose GPU the process cannot see.
+        The index: base_gpu_id + the DP group's offset (tp x pp x gpu_id_step per group, when dp > 1 without DP
+        attention: data_parallel_controller.py launch_dp_schedulers) + the rank's place in its node's TP group
+        times gpu_id_step (engine.py _launch_scheduler_processes; the same in 0.5.23)."""
+        a = self.args
+        step = int(a.get("gpu_id_step") or 1)
+        base = int(a.get("base_gpu_id") or 0)
+        pp = int(a.get("pp_size") or 1)
+        dp = int(a.get("dp_size") or 1)
+        groups = dp if dp > 1 and not a.get("enable_dp_attention") else 1
+        per_node = max(1, self.tp // max(1, self.nnodes // pp))  # tp_size_per_node
+        seen = self.visible_gpus()
+        out = []
+        for group in range(groups):
+            for r in self.local_ranks:
+                gpu = base + group * self.tp * pp * step + (r % per_node) * step
+                if gpu >= seen:
+                    out.append((group if groups > 1 else None, r, gpu))
+        return out
+
+    def device_ordinal_crash(self, unseen: list):
+        """Every scheduler process whose GPU is not visible logs the context line sglang logs around its
+        set_device and the traceback of torch's RuntimeError; then the launch-phase SIGQUIT path."""
+        exc = "RuntimeError: " + self.t(T.TORCH_INVALID_DEVICE).rstrip("\n")
+        frames = T.TRACEBACKS[(self.version, "set_device")]
+        tb = T.format_traceback(frames, exc, self.site)
+        cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+        for dp_rank, r, gpu in unseen:
+            prefix = (f" DP{dp_rank}" if dp_rank is not None else "") + self.prefix(r)
+            if self.version == "0.5.9":
+                ctx = self.t(T.DEVICE_CONTEXT_9, device="self.device='cuda'", gpu_id=f"self.gpu_id={gpu}",
+                             cvd=f"os.environ.get('CUDA_VISIBLE_DEVICES')={cvd!r}", tp_rank=f"self.tp_rank={r}",
+                             tp_size=f"self.tp_size={self.tp}")
+            else:
+                ctx = self.t(T.DEVICE_CONTEXT_23).replace("%s", "{}", 4).format("cuda", gpu, cvd, r)
+            Log.line(ctx, prefix)
+            Log.line(self.t(T.SCHEDULER_EXCEPTION, tb=tb), prefix)
+        self.crashed = True
+        time.sleep(0.05)
+        self.sigquit_to_parent(False)
+
     def scheduler_crash_at(self, where: str, failure):
         """A launch failure of failure_model.py raised in the scheduler, at `where` (model_init: while the model
         is built; autotune: flashinfer autotune's dummy forward).  The frames from run_scheduler_process down to
@@ -367,6 +425,9 @@ class Server:
         self.initializing = True
         self.start_watchdog(soft=True)
         self.ranks(lambda r: self.t(T.INIT_DIST_BEGIN_9 if self.version == "0.5.9" else T.INIT_PARALLEL_BEGIN_23))
+        unseen = self.unseen_gpus()
+        if unseen:
+            self.device_ordinal_crash(unseen)
         if self.nnodes > 1:
             multinode.rendezvous(self)
         self.sleep("dist", 1.0)

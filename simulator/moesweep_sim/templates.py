@@ -636,6 +636,33 @@ S23_AUTOTUNE = S23_ALLREDUCE_FUSION[:9] + [
     ('sglang/srt/model_executor/runner/base_runner.py', 408, '_flashinfer_autotune',
      'self._dummy_run(', None, False),
 ]
+# A scheduler process whose GPU index the process cannot see: its device selection raises (0.5.9 ModelRunner.__init__
+# -> init_torch_distributed, model_runner.py:392/734; 0.5.23 Scheduler.__init__ -> bootstrap.init_parallel_runtime,
+# distributed/bootstrap.py:133); torch's own frames below set_device are left out (not in a wheel we check).
+S9_SET_DEVICE = S9_INIT_TO_MODEL_RUNNER[:-1] + [
+    ('sglang/srt/model_executor/model_runner.py', 392, '__init__',
+     'min_per_gpu_memory = self.init_torch_distributed()', (21, 29), False),
+    ('sglang/srt/model_executor/model_runner.py', 734, 'init_torch_distributed',
+     'torch.get_device_module(self.device).set_device(self.gpu_id)', None, False),
+]
+S23_SET_DEVICE = S23_INIT_TO_LOAD_MODEL[:1] + [
+    ('sglang/srt/managers/scheduler.py', 536, '__init__',
+     'bootstrap.init_parallel_runtime(', None, False),
+    ('sglang/srt/distributed/bootstrap.py', 133, 'init_parallel_runtime',
+     'torch.get_device_module(device).set_device(get_device().gpu_id)', None, False),
+]
+# What the failing rank logs before it re-raises (the except clause around that set_device)
+DEVICE_CONTEXT_9 = Tpl("sglang", "sglang/srt/model_executor/model_runner.py", V9, (
+    "Context: {device} {gpu_id} {cvd} {tp_rank} {tp_size}",))
+DEVICE_CONTEXT_23 = Tpl("sglang", "sglang/srt/distributed/bootstrap.py", V23, (
+    "Context: device=%s gpu_id=%s CUDA_VISIBLE_DEVICES=%s tp_rank=%s",))
+# torch c10/cuda/CUDAException (C10_CUDA_CHECK) text for cudaErrorInvalidDevice, as torch.cuda.set_device raises it.
+TORCH_INVALID_DEVICE = Tpl("torch", "c10/cuda/CUDAException.cpp", ALL, (
+    "CUDA error: invalid device ordinal\n"
+    "CUDA kernel errors might be asynchronously reported at some other API call, so the "
+    "stacktrace below might be incorrect.\n"
+    "For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+    "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n",))
 STARTUP_PREFIX = {
     ("0.5.9", "model_init"): S9_NVFP4[:-1],
     ("0.5.9", "autotune"): S9_TRTLLM[:len(S9_INIT_TO_MODEL_RUNNER) + 5],
@@ -644,6 +671,8 @@ STARTUP_PREFIX = {
 }
 
 TRACEBACKS = {
+    ("0.5.9", "set_device"): S9_SET_DEVICE,
+    ("0.5.23", "set_device"): S23_SET_DEVICE,
     ("0.5.23", "allreduce_fusion"): S23_ALLREDUCE_FUSION,
     ("0.5.9", "trtllm_sm120"): S9_TRTLLM,
     ("0.5.9", "oom_kv"): S9_KV,

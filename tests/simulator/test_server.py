@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from ansible_collections.moesweep.sweep.plugins.module_utils import sglang_log
@@ -857,3 +858,45 @@ def test_0523_nvfp4_auto_on_sm120_says_why_it_runs_flashinfer_cutlass(sims):
     s.wait_ready()
     assert ("Use flashinfer_cutlass as MoE runner backend on SM110/SM120 for modelopt_fp4 (trtllm-gen MoE kernels "
             "are SM100-only)") in s.log()
+
+
+@pytest.mark.parametrize("version,context", [
+    ("0.5.9", "Context: self.device='cuda' self.gpu_id=8 os.environ.get('CUDA_VISIBLE_DEVICES')=None self.tp_rank=0 "
+              "self.tp_size=8"),
+    ("0.5.23", "Context: device=cuda gpu_id=8 CUDA_VISIBLE_DEVICES=None tp_rank=0"),
+])
+def test_schedulers_beyond_the_gpus_die_at_set_device(sims, version, context):
+    # tp 8 x dp 2 on the 8 simulated GPUs: the second DP group's schedulers take GPUs 8-15
+    s = sims(["--model-path", "/m", "--tp", "8", "--dp", "2"], version=version)
+    assert s.wait_exit() == -signal.SIGKILL
+    log = s.log()
+    assert f"DP1 TP0] {context}\n" in log
+    assert log.count("Scheduler hit an exception: Traceback (most recent call last):") == 8
+    assert "RuntimeError: CUDA error: invalid device ordinal\n" in log
+    assert "set_device(" in log and "Load weight begin" not in log and "DP0 TP0] Context" not in log
+
+
+def test_the_simulator_and_the_preflight_agree_on_which_layouts_fit():
+    """Two derivations of sglang's GPU-index formula meet: the simulator's (Server.unseen_gpus) and the one the
+    preflight and the dry run share (module_utils/sglang_dryrun._gpu_ids, via compat.gpu_layout_finding)."""
+    import types
+
+    from ansible_collections.moesweep.sweep.plugins.plugin_utils import compat
+    from moesweep_sim import sglang_server
+
+    kb = compat.load_kb()
+    cases = [(tp, dp, att, base, step, cvd) for tp in (1, 2, 4, 8) for dp in (1, 2, 4) for att in (False, True)
+             for base in (0, 4) for step in (1, 2) for cvd in (None, "0,1,2,3")]
+    for tp, dp, att, base, step, cvd in cases:
+        args = {"tp_size": tp, "dp_size": dp, "enable_dp_attention": att, "base_gpu_id": base, "gpu_id_step": step}
+        sim = types.SimpleNamespace(args=args, tp=tp, nnodes=1, local_ranks=range(tp), gpu={"count": 8})
+        sim.visible_gpus = types.MethodType(sglang_server.Server.visible_gpus, sim)
+        env = {} if cvd is None else {"CUDA_VISIBLE_DEVICES": cvd}
+        with mock.patch.dict(os.environ, env, clear=False):
+            if cvd is None:
+                os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+            simulated = bool(sglang_server.Server.unseen_gpus(sim))
+        flags = {"tp-size": tp, "dp-size": dp, "enable-dp-attention": att, "base-gpu-id": base, "gpu-id-step": step}
+        verdict = compat.evaluate({"backend": "triton", "sglang_version": "0.5.9", "flags": flags, "environment": env},
+                                  {"sm": "sm120", "gpu_count": 8}, kb)
+        assert (verdict.get("stage") == "scheduler_init") == simulated, (tp, dp, att, base, step, cvd)

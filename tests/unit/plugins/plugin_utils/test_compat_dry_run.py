@@ -97,3 +97,19 @@ def test_an_undecided_dry_run_still_decides_the_stages_it_got_through():
     v = compat.evaluate(point("flashinfer_cutlass", "fp8"), SM120, KB, dry_run=partial)
     assert "s9-flashinfer-cutlass-quant" not in [r["rule"] for r in v["reasons"]]
     assert any("was not run to the end (the sandbox could not build this model's class)" in w for w in v["warnings"])
+
+
+def test_without_a_dry_run_the_ranks_gpus_are_checked_from_the_flags():
+    v = compat.evaluate(point("triton", tp=8, dp=2), SM120, KB)
+    assert v["status"] == "unsupported" and v["stage"] == "scheduler_init" and v["decided_by"] == "launch"
+    assert v["error"] == "RuntimeError: CUDA error: invalid device ordinal"
+    assert v["reasons"][0]["citation"].endswith("/v0.5.9/python/sglang/srt/model_executor/model_runner.py#L734")
+    # dp attention shares the tp group's GPUs; a count the facts do not give is not judged
+    assert compat.evaluate(point("triton", tp=8, dp=2, **{"enable-dp-attention": True}), SM120, KB)["status"] != \
+        "unsupported"
+    assert compat.evaluate(point("triton", tp=16), {"sm": "sm120"}, KB)["stage"] != "scheduler_init"
+    # the GPUs a process sees are what CUDA_VISIBLE_DEVICES leaves it
+    narrowed = dict(point("triton", tp=4), environment={"CUDA_VISIBLE_DEVICES": "0,1"})
+    assert compat.evaluate(narrowed, SM120, KB)["stage"] == "scheduler_init"
+    # a dry run that got past the schedulers' start (the real formula on the resolved arguments) outranks it
+    assert compat.evaluate(point("triton", tp=8, dp=2), SM120, KB, dry_run=ACCEPTED)["status"] != "unsupported"

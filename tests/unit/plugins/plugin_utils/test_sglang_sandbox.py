@@ -201,3 +201,11 @@ def test_the_sandbox_leaves_the_controllers_python_alone(sandboxes):
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.split()[0] == "True"  # sglang is never installed on the controller
     assert compat.dry_run_summary(None) is None
+
+
+def test_the_set_device_lines_the_knowledge_base_cites_are_the_wheels(sandboxes):
+    # compat.SET_DEVICE_LINES (cited where no dry run ran) against the line the dry run finds in each wheel
+    for version, (rel, line) in compat.SET_DEVICE_LINES.items():
+        src = sglang_sandbox.cache_root() / "dryrun" / f"sglang-{version}-py{sandboxes[version]['python']}" / "src"
+        text = (src / rel).read_text().splitlines()[line - 1]
+        assert ".set_device(" in text and "gpu_id" in text, (version, text)
