@@ -96,7 +96,15 @@ def register(subparsers) -> None:
     p.add_argument("--gpus", type=int, help="GPU count (1 or more)")
     p.add_argument("--interconnect", choices=smi.INTERCONNECT_VALUES, help="GPU-to-GPU interconnect")
     p.add_argument("--virt", choices=VIRT_KINDS, help="virtualization kind")
-    p.add_argument("--backend", required=True, help="--moe-runner-backend value")
+    p.add_argument("--backend", help="--moe-runner-backend value (required, but with --table)")
+    p.add_argument(
+        "--table",
+        action="store_true",
+        help="print what the preflight knows as tables (per audited version: backend x SM per quantization, "
+        "each cell the verdict, the stage and the deciding rule; the launch-wide rules with their sources), "
+        "the text of docs/compatibility.md",
+    )
+    p.add_argument("--out", metavar="FILE", help="with --table: write the tables to FILE instead of printing them")
     p.add_argument("--quantization", help="--quantization value (omit for bf16)")
     p.add_argument(
         "--sglang-version",
@@ -380,7 +388,40 @@ def on_hosts(args) -> int:
     return 1 if refused else 0
 
 
+def table(args) -> int:
+    """``moesweep check --table``: the knowledge base as tables (moesweep.compat_table)."""
+    from moesweep import compat_table
+
+    try:
+        kb = load_kb(args.kb)
+    except BadInput as exc:
+        print(f"moesweep check: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    audited = list(kb.get("versions") or {})
+    if args.sglang_version and args.sglang_version not in audited:
+        print(f"moesweep check: --sglang-version {args.sglang_version}: the knowledge base audits {', '.join(audited)}",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    text = compat_table.render(kb, [args.sglang_version] if args.sglang_version else None)
+    if not args.out:
+        sys.stdout.write(text)
+        return 0
+    try:
+        with open(args.out, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as exc:
+        print(f"moesweep check: --out {args.out}: cannot write it ({exc.strerror or exc})", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return 0
+
+
 def run(args) -> int:
+    if getattr(args, "table", False):
+        return table(args)
+    if not args.backend:
+        print("moesweep check: --backend is required (a --moe-runner-backend value, e.g. --backend triton), "
+              "unless --table", file=sys.stderr)
+        return EXIT_BAD_INPUT
     if getattr(args, "inventory", None):
         return on_hosts(args)
     host = None

@@ -533,3 +533,26 @@ def test_nvidia_smi_host_checks_print_even_when_the_preflight_needs_sm(capsys):
     rc, out, err = run_err(capsys, "--nvidia-smi", str(paste), "--backend", "triton")
     assert rc == 2 and "add --sm" in err
     assert "  warn  pcie_link: downtrained PCIe link" in out
+
+
+def test_the_compatibility_tables_in_docs_are_current(tmp_path, capsys):
+    # docs/compatibility.md is `moesweep check --table` at this commit: regenerate it after changing the knowledge base
+    out = tmp_path / "compatibility.md"
+    assert cli.main(["check", "--table", "--out", str(out)]) == 0
+    committed = (REPO / "docs" / "compatibility.md").read_text()
+    assert out.read_text() == committed, "docs/compatibility.md is stale: run moesweep check --table --out " \
+                                         "docs/compatibility.md"
+    # what a cell says, read back: 0.5.9 flashinfer_trtllm on an SM120 dies at the first forward, by its rule
+    assert "| flashinfer_trtllm | no at first_forward [s9-trtllm-sm10x-only] |" in committed
+    assert "- `s9-trtllm-sm10x-only` (unsupported):" in committed and "Sources: <https://github.com/" in committed
+
+
+def test_table_input_errors(capsys, tmp_path):
+    assert cli.main(["check", "--table", "--sglang-version", "0.5.15"]) == 2
+    assert "the knowledge base audits 0.5.9, 0.5.23" in capsys.readouterr().err
+    assert cli.main(["check", "--sm", "120"]) == 2
+    assert "--backend is required" in capsys.readouterr().err
+    assert cli.main(["check", "--table", "--sglang-version", "0.5.23"]) == 0
+    text = capsys.readouterr().out
+    assert "## sglang 0.5.23" in text and "## sglang 0.5.9" not in text
+    assert cli.main(["check", "--table", "--out", str(tmp_path / "no" / "such" / "dir.md")]) == 2
