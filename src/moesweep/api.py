@@ -716,16 +716,23 @@ def check(inventory, backend: str, *, limit: str | None = None, **variables) -> 
     return found
 
 
+# The signals a sweep is stopped with: Ctrl-C, what `timeout`, systemd and CI cancels send, a closed terminal.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 def interrupt_safe(fn):
-    """Run ``fn(stop_after_step, cancel)``: a first Ctrl-C asks the sweep to stop after the current step, a
-    second one cancels at once (used by the CLI)."""
+    """Run ``fn(stop_after_step, cancel)``: a first stop signal (Ctrl-C, SIGTERM, SIGHUP) asks the sweep to stop
+    after the current step (the point recorded ``interrupted``, the host restored), a second one cancels at once
+    (ansible-runner ends ansible-playbook; nothing outlives this process). Used by the CLI. Without the handlers a
+    SIGTERM would end this process at once and leave ansible-playbook, in its own session, running without it."""
     presses = {"n": 0}
 
     def handler(signum, frame):
         presses["n"] += 1
 
-    old = signal.signal(signal.SIGINT, handler)
+    old = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
     try:
         return fn(lambda: presses["n"] >= 1, lambda: presses["n"] >= 2)
     finally:
-        signal.signal(signal.SIGINT, old)
+        for sig, previous in old.items():
+            signal.signal(sig, previous)

@@ -247,6 +247,28 @@ def test_7_one_ctrl_c_stops_after_the_step_records_interrupted_and_restores(host
     assert "active" in state(host)[1]
 
 
+def test_49_sigterm_stops_like_ctrl_c_and_nothing_outlives_the_cli(host, tmp_path):
+    # what `timeout` or a CI cancel sends, to the CLI's process alone (not its group): the same stop after the step,
+    # the restore and the record; ansible-playbook (in its own session) does not outlive it; no runner dir is left
+    serving(host, "flashinfer_cutlass")
+    runner_tmp = tmp_path / "tmp"
+    runner_tmp.mkdir()
+    slow = settings_file(tmp_path, sglang_server_extra_environment={"MOESWEEP_SIM_TIME_SCALE": "0.5"})
+    proc = cli(host, tmp_path, "--backends", "triton,flashinfer_cutedsl", "--rerun", settings=slow, tmpdir=runner_tmp)
+    wait_for(lambda: list(tmp_path.glob("*/.inflight/*__triton.json")), what="the first point to start")
+    time.sleep(2)
+    proc.send_signal(signal.SIGTERM)
+    text = proc.communicate(timeout=600)[0]
+    assert proc.returncode == 130, text[-3000:]
+    points = lines(tmp_path, "point")
+    assert [(p["point"], p["status"]) for p in points] == [("triton", "interrupted")], points
+    restore = lines(tmp_path, "restore")
+    assert restore and restore[-1]["status"] == "passed", restore
+    assert not list(runner_tmp.glob("moesweep-runner-*")), list(runner_tmp.iterdir())
+    left = subprocess.run(["pgrep", "-f", str(runner_tmp)], capture_output=True, text=True).stdout.split()
+    assert not left, left
+
+
 def test_7_a_second_ctrl_c_stops_at_once_without_a_torn_file(host, tmp_path):
     slow = settings_file(tmp_path, sglang_server_extra_environment={"MOESWEEP_SIM_TIME_SCALE": "1.0"})
     proc = cli(host, tmp_path, "--backends", "triton,flashinfer_cutedsl", "--rerun", settings=slow)
@@ -256,8 +278,10 @@ def test_7_a_second_ctrl_c_stops_at_once_without_a_torn_file(host, tmp_path):
     time.sleep(0.5)
     t0 = time.monotonic()
     os.killpg(proc.pid, signal.SIGINT)
-    proc.communicate(timeout=120)
+    text = proc.communicate(timeout=120)[0]
     assert time.monotonic() - t0 < 30 and proc.returncode == 130
+    # never "no host answered": the hosts answered, the user stopped the sweep
+    assert "no host answered" not in text and "interrupted" in text, text[-2000:]
     points = lines(tmp_path, "point")  # parses line by line: nothing torn
     # Stopped at once, the playbook may not get to record the point; its in-flight marker stays for the next run.
     assert [p["status"] for p in points] in ([], ["interrupted"]), points

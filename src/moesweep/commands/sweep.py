@@ -8,7 +8,7 @@ Exit status:
   3  the points are recorded, but leaving the host on a known-good configuration failed
   4  records of this run could not be written to the results directory (each is kept where the run says; the
      next run of the same sweep puts them in and runs the points not run)
-  130 interrupted (Ctrl-C): the running point is recorded ``interrupted``
+  130 interrupted (Ctrl-C, SIGTERM or SIGHUP; a second one stops at once): the running point is recorded ``interrupted``
 Each run's status is told from what that run did: the points it ran or skipped and its own restore, never from
 another run's records of the same sweep.
 """
@@ -290,6 +290,10 @@ CLOSING_TASK = "Say which points did not pass"
 def report(args, result, failures) -> int:
     from ansible_collections.moesweep.sweep.plugins.plugin_utils import summary
 
+    if result is not None and not result.points and (result.interrupted or result.status == "canceled"):
+        print("moesweep sweep: interrupted before any point was recorded; run the same command again to run the "
+              "sweep (a point that was running is recorded then, from its in-flight marker)", file=sys.stderr)
+        return EXIT_INTERRUPTED
     if result is None or (result.directory is None and not result.points):
         why = next((f.detail.get("msg") for f in failures if f.detail.get("msg")), None)
         print("moesweep sweep: error: the sweep could not run: %s" % (
