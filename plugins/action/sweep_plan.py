@@ -187,7 +187,8 @@ def plan(args):
             "all_points": points, "spread": str(args["spread"]).lower(), "spread_group": group,
             "restore": args["restore"], "reference_concurrency": reference, "concurrency": list(concurrency),
             "rerun": bool(args["rerun"]), "sglang_version": version, "created": records.now_iso(),
-            "nodes": roles, "accuracy": accuracy_settings}
+            "nodes": roles, "accuracy": accuracy_settings,
+            "warnings": [w for w in [plan_checks.precision_warning(args.get("bench_settings"))] if w]}
 
 
 def earlier_records(results_dir, host):
@@ -242,6 +243,8 @@ class ActionModule(ActionBase):
             sweep = plan(params)
         except plan_checks.PlanError as exc:
             return {"failed": True, "changed": False, "msg": "sweep refused before any point ran: %s" % exc}
+        for warning in sweep["warnings"]:
+            self._display.warning(warning)
         if sweep.get("matrix"):
             return {"changed": False, "moesweep_sweep": sweep, "ansible_facts": {"moesweep_sweep": sweep},
                     "msg": "\n".join(["sweep %s -> %s" % (sweep["sweep_id"], sweep["dir"])] + sweep["matrix"]["lines"])}

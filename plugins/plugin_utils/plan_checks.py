@@ -16,9 +16,11 @@ __metaclass__ = type
 import difflib
 import hashlib
 import json
+import math
 import os
 import re
 
+from ansible_collections.moesweep.sweep.plugins.module_utils import bench_stats
 from ansible_collections.moesweep.sweep.plugins.plugin_utils.restore import RESTORE_POLICIES
 
 SPREAD_MODES = ("false", "true", "by_facts")
@@ -117,6 +119,33 @@ def check_settings(restore, reference_concurrency, concurrency, spread):
         raise PlanError("reference concurrency %r is not one of the benchmark's levels %s: pick one of them "
                         "(-e reference_concurrency=N) or add it to sglang_bench_concurrency"
                         % (reference_concurrency, list(concurrency)))
+
+
+def precision_warning(settings):
+    """A warning when the benchmark's precision target cannot be reached inside a level's time budget, or None.
+
+    A level's steady output tok/s is never known better than the GPU's own drift over the time it runs
+    (``bench_stats.drift_se_rel``, measured on a real H100): its 95 % half-width is at least 1.96 times that over the
+    whole budget. Below it, every level runs its whole budget and ends imprecise (its record says ``precise: false``),
+    so the warning gives that time and the smallest target the budget can reach."""
+    settings = settings or {}
+    try:
+        target = float(settings.get("precision") or 0)
+        budget = float(settings.get("level_budget_s") or 0)
+    except (TypeError, ValueError):
+        return None
+    if target <= 0 or budget <= 0:
+        return None
+    floor = 1.96 * bench_stats.drift_se_rel(budget)
+    if target >= floor:
+        return None
+    levels = len(settings.get("concurrency") or []) or 1
+    return ("the benchmark's precision target +-%.4g %% is below what a level can reach in its time budget of %d s "
+            "(+-%.2g %%: the GPU's own drift over that time): every level will run its whole budget, %d level(s) = "
+            "about %d min of benchmark per point, and its figure is marked imprecise; ask for +-%.2g %% or more "
+            "(sglang_bench_precision=%.4f), or more time per level (sglang_bench_level_budget_s)"
+            % (100 * target, budget, 100 * floor, levels, round(levels * budget / 60.0), 100 * floor,
+               math.ceil(floor * 10000) / 10000.0))
 
 
 def check_numbers(numbers):

@@ -271,7 +271,9 @@ def throughput_at(record, concurrency):
         return {"value": _num(steady["value"]), "low": _num(steady.get("low")), "high": _num(steady.get("high")),
                 "half_width": _num(steady.get("half_width")), "half_width_rel": _num(steady.get("half_width_rel")),
                 "requests": steady.get("requests"), "steady_requests": steady.get("steady_requests"),
-                "source": "steady state", "precision": precision}
+                "source": "steady state", "precision": precision,
+                # the level ended (its budget spent) with its interval wider than the target
+                "precise": stats.get("precise") if stats.get("precision_target") else None}
     value = _num(lv["figures"].get("output_throughput"))
     if value is None:
         return None
@@ -972,6 +974,8 @@ def interval_text(thr):
         100.0 * (thr.get("half_width_rel") or 0.0))
     if thr.get("requests"):
         text += ", %s req" % thr["requests"]
+    if thr.get("precise") is False:
+        text += ", imprecise (target +-%.1f %%)" % (100.0 * (thr.get("precision") or 0.0))
     return text
 
 

@@ -176,3 +176,14 @@ def test_a_resumed_matrix_lists_the_cells_that_passed_before(tmp_path):
 def test_bad_matrix_is_refused_before_any_point(tmp_path, args, needle):
     res = run(tmp_path, **args)
     assert res["failed"] and needle in res["msg"] and res["msg"].startswith("sweep refused before any point ran")
+
+
+def test_an_unreachable_precision_is_warned_about_when_the_sweep_is_planned(tmp_path):
+    settings = {"concurrency": [1, 8, 64], "precision": 1e-6, "level_budget_s": 900}
+    with mock.patch("ansible.plugins.action.display") as display:
+        res = run(tmp_path, backend="flashinfer_cutlass", bench_settings=settings)
+    (warning,) = res["moesweep_sweep"]["warnings"]
+    assert "+-0.0001 %" in warning and "3 level(s) = about 45 min" in warning
+    display.warning.assert_called_once_with(warning)
+    assert run(tmp_path, backend="flashinfer_cutlass", bench_settings=dict(settings, precision=0.02))[
+        "moesweep_sweep"]["warnings"] == []

@@ -76,3 +76,14 @@ def test_settings_that_must_be_numbers():
             plan_checks.check_numbers({"sglang_server_ready_timeout": bad})
         message = str(exc.value)
         assert "sglang_server_ready_timeout" in message and "-e sglang_server_ready_timeout=1800" in message
+
+
+def test_a_precision_the_budget_cannot_reach_is_a_warning_with_its_cost():
+    levels = {"concurrency": [1, 8, 32, 64], "level_budget_s": 900}
+    warning = plan_checks.precision_warning(dict(levels, precision=1e-6))
+    # the floor: 1.96 x the H100 drift's standard error over the 900 s budget (bench_stats.drift_se_rel)
+    assert "+-0.0001 %" in warning and "+-0.21 %" in warning and "4 level(s) = about 60 min" in warning
+    assert "sglang_bench_precision=0.0021" in warning
+    assert plan_checks.precision_warning(dict(levels, precision=0.02)) is None
+    assert plan_checks.precision_warning(dict(levels, precision=0)) is None  # 0: the fixed counts, no target
+    assert plan_checks.precision_warning({"precision": 0.004, "level_budget_s": 60}) is not None

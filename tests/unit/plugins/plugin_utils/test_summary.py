@@ -479,3 +479,12 @@ def test_evidence_lines_give_each_hosts_warnings_and_the_best_points_all_reduce(
     assert lines[-1] == "  what would change it: P2P: 56 of 56 GPU pairs have no peer access"
     # nothing recorded, nothing said
     assert summary.evidence_lines(copy.deepcopy(sim), 16) == []
+
+
+def test_a_figure_that_ended_wider_than_its_target_is_marked_imprecise(sim):
+    wide = _with_interval(sim[0], 300.0, 0.05)  # its level spent its budget at +-5 % against a +-2 % target
+    thr = summary.throughput_at(wide, 16)
+    assert thr["precise"] is False
+    assert summary.interval_text(thr).endswith(", imprecise (target +-2.0 %)")
+    assert "imprecise" not in summary.interval_text(summary.throughput_at(_with_interval(sim[0], 300.0, 0.01), 16))
+    assert "imprecise" not in summary.interval_text(summary.throughput_at(sim[0], 16))  # no target recorded
