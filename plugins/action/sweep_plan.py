@@ -10,6 +10,7 @@ from ansible_collections.moesweep.sweep.plugins.module_utils import bench_servin
 from ansible_collections.moesweep.sweep.plugins.plugin_utils import (
     accuracy,
     action_args,
+    compat,
     launch,
     matrix,
     nodes,
@@ -129,6 +130,7 @@ def plan(args):
         # every rank of a node group must get the same points: judge them on the recording host's facts
         facts = ((args.get("host_inputs") or {}).get(roles["record_host"]) or {}).get("gpu_facts") or facts
 
+    kb = compat.load_kb(args.get("kb_path"))  # once for every point asked, not once per point
     verdicts = {}  # one preflight per backend: backends=compatible and starts_server ask the same
     details = {}  # the preflight's result of each point asked (a matrix's plan names the refused cells' reasons)
 
@@ -140,7 +142,9 @@ def plan(args):
             "backends": overlays,
             "extra_flags": args.get("extra_flags") or {}, "sglang_version": version,
             "provenance": args.get("provenance") or {}, "environment": args.get("environment") or {},
-            "gpu_facts": facts, "kb_path": args.get("kb_path")})
+            "gpu_facts": facts, "kb": kb,
+            # the knowledge base alone here: each point's own preflight runs sglang's argument handling
+            "dry_run": "off"})
         verdicts[choice] = (not failed and result.get("verdict") in ("supported", "caveat"),
                             result.get("verdict") or "refused")
         details[choice] = dict(result, refused=not verdicts[choice][0])

@@ -45,6 +45,9 @@ options:
         V(flashinfer_cutlass.flashinfer.cutlass)), its overlay (its flags and C(environment)) added to
         O(backends_overlays); every cell is judged by the preflight here, and the plan lists the refused cells
         with their reasons, the cells to run and an estimated time from the host's earlier records.
+      - C(max_cells) (default 64) caps the cells its axes span before C(exclude); a larger matrix is refused with
+        its count, the axes' sizes and an estimate of its time on a real host, before a cell is built - unless
+        C(max_cells) says that many are meant.
     type: raw
   restore:
     description:

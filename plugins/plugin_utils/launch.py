@@ -279,8 +279,15 @@ def plan(inputs):
             raise LaunchError("quantization %r contradicts the flags' quantization %r" % (quant, given))
         flags[QUANT_FLAG] = quant
     extra_flags = _canonical(schema, inputs.get("extra_flags") or {})
-    merged, backend = merge_flags(flags, _canonical_overlays(schema, inputs.get("backends") or {}),
-                                  inputs.get("backend"), extra_flags, backend_choices(schema))
+    # only the point's own overlay is read (merge_flags names the others in a refusal): a launch matrix's thousand
+    # cells are not canonicalized again for every cell
+    overlays = inputs.get("backends") or {}
+    if isinstance(overlays, dict) and isinstance(inputs.get("backend"), str) and inputs["backend"] in overlays:
+        chosen = _canonical_overlays(schema, {inputs["backend"]: overlays[inputs["backend"]]})
+        overlays = dict(dict.fromkeys(overlays, {}), **chosen)
+    else:
+        overlays = _canonical_overlays(schema, overlays)
+    merged, backend = merge_flags(flags, overlays, inputs.get("backend"), extra_flags, backend_choices(schema))
     refuse_reserved(merged)
     config_path = secret_config_path(inputs)
     node_plan = inputs.get("nodes") or None

@@ -39,7 +39,10 @@ from ansible_collections.moesweep.sweep.plugins.module_utils import secrets
 from ansible_collections.moesweep.sweep.plugins.plugin_utils import sglang_flags
 
 ENV_PREFIX = "env:"
-KEYS = ("axes", "zip", "exclude")
+KEYS = ("axes", "zip", "exclude", "max_cells")
+# A point costs minutes on a real host (~3.5 min to start a large MoE model, then its benchmark): a matrix above this
+# many cells is refused unless it says, with `max_cells`, that it means more.
+MAX_CELLS = 64
 # a point name (plan_checks.parse_points): letters, digits, . _ -, at most 128
 _NAME_MAX = 128
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -140,7 +143,24 @@ def check_matrix(matrix, schema=None):
     by_given.update({name: name for name in names})
     zips = _check_zip(matrix.get("zip"), by_given, dict(axes))
     exclude = _check_exclude(matrix.get("exclude"), by_given, dict(axes))
-    return {"axes": axes, "zip": zips, "exclude": exclude}
+    cap = matrix.get("max_cells", MAX_CELLS)
+    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+        raise MatrixError("max_cells must be a whole number of cells (1 or more), got %s" % _shown(cap))
+    return {"axes": axes, "zip": zips, "exclude": exclude, "max_cells": cap}
+
+
+def cell_count(norm):
+    """How many cells a checked matrix has before its exclude rules: the product of its axes' lengths, a zip group
+    counting once."""
+    lengths = dict((name, len(values)) for name, values in norm["axes"])
+    count, done = 1, set()
+    for name, _values in norm["axes"]:
+        if name in done:
+            continue
+        group = next((g for g in norm["zip"] if name in g), [name])
+        done.update(group)
+        count *= lengths[group[0]]
+    return count
 
 
 def _identity(value):
@@ -245,6 +265,15 @@ def expand(matrix, schema=None):
     ``overlay``: the cell's entry of ``sglang_server_backends`` (its flags and environment). MatrixError when two
     cells would get the same name, or every cell is excluded."""
     norm = check_matrix(matrix, schema)
+    total = cell_count(norm)
+    if total > norm["max_cells"]:
+        # refused before a cell is built: counting is the product of the axes, whatever their size
+        sizes = " x ".join("%d %s" % (len(values), name) for name, values in norm["axes"])
+        raise MatrixError(
+            "the matrix has %d cells (%s) before its exclude rules, above %d (max_cells): at minutes per cell on a "
+            "real host that is %s; narrow it - fewer values on an axis, zip axes that move together, exclude "
+            "combinations - or say that you mean it with max_cells: %d" % (
+                total, sizes, norm["max_cells"], _duration(total * REAL_POINT_S), total))
     axes = dict(norm["axes"])
     order = [name for name, _values in norm["axes"]]
     zipped = {name: group for group in norm["zip"] for name in group}
@@ -279,6 +308,16 @@ def expand(matrix, schema=None):
         raise MatrixError("the exclude rules leave no cell of the %d: loosen them" % len(excluded))
     return {"cells": cells, "excluded": excluded, "axes": [[name, values] for name, values in norm["axes"]],
             "zip": norm["zip"]}
+
+
+# What one point costs on the reference deployment (simulator/moesweep_sim/reference_profile.py): a ~3.5 min start
+# and a benchmark of 17-20 min at +-2 % (bench/README, precision_wall.py); the refusal's estimate, not a measurement.
+REAL_POINT_S = 20 * 60
+
+
+def _duration(seconds):
+    hours = seconds / 3600.0
+    return "about %.0f hours" % hours if hours >= 2 else "about %.0f minutes" % (seconds / 60.0)
 
 
 def load_matrix_file(text, source="matrix file"):

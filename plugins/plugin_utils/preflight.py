@@ -109,7 +109,8 @@ def run_preflight(args, task_vars_facts=None, node_inputs=None, dry_run_fn=None,
         # knowledge base's table of known model ids (a --model-path it does not know leaves the rules unchecked)
         "model": args.get("model_config") or plan["flags"].get("model-path") or plan["flags"].get("model"),
     }
-    kb = compat.load_kb(args.get("kb_path"))
+    # a caller that plans many points (sweep_plan, a launch matrix's cells) loads the knowledge base once
+    kb = args.get("kb") or compat.load_kb(args.get("kb_path"))
     mode = args.get("dry_run") or "auto"
     if mode not in DRY_RUN_MODES:
         return _refusal("sweep point %s: dry_run %r: expected one of %s" % (name, mode, ", ".join(DRY_RUN_MODES)),

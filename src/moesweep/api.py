@@ -562,7 +562,7 @@ def load_matrix(matrix) -> dict:
             matrix = _matrix.load_matrix_file(path.read_text(encoding="utf-8"), source=str(path))
         elif isinstance(matrix, dict) and set(matrix) == {"matrix"}:
             matrix = matrix["matrix"]
-        _matrix.check_matrix(matrix)
+        _matrix.expand(matrix)  # its structure and its size (max_cells), before anything runs
     except _matrix.MatrixError as exc:
         raise MoesweepError(f"the matrix: {exc}") from exc
     return matrix

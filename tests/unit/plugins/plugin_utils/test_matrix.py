@@ -133,3 +133,21 @@ def test_the_example_matrix_expands_on_both_pinned_versions():
     example = mx.load_matrix_file((REPO / "examples" / "matrix.yml").read_text(), "examples/matrix.yml")
     for schema in (S9, S23):
         assert len(mx.expand(example, schema)["cells"]) == 12
+
+
+def test_a_matrix_above_its_cap_is_refused_with_its_count_before_a_cell_is_built():
+    big = {"axes": {"moe-runner-backend": ["triton", "flashinfer_cutlass", "cutlass", "flashinfer_cutedsl", "auto"],
+                    "max-running-requests": list(range(8, 168, 8)),
+                    "env:NCCL_P2P_LEVEL": ["LOC", "NVL", "PIX", "PXB", "PHB", "SYS", "0", "1", "2", "3"]}}
+    with pytest.raises(mx.MatrixError) as info:
+        mx.expand(big)
+    text = str(info.value)
+    assert "1000 cells (5 moe-runner-backend x 20 max-running-requests x 10 env:NCCL_P2P_LEVEL)" in text
+    assert "above 64 (max_cells)" in text and "max_cells: 1000" in text and "zip" in text
+    assert len(mx.expand(dict(big, max_cells=1000))["cells"]) == 1000
+    # a zip group counts once; excluded cells still count (the cap is on what the axes span)
+    zipped = {"axes": {"tp-size": [1, 2, 4, 8], "dp-size": [8, 4, 2, 1]}, "zip": [["tp-size", "dp-size"]]}
+    assert mx.cell_count(mx.check_matrix(zipped)) == 4
+    for bad in (0, -1, True, "64"):
+        with pytest.raises(mx.MatrixError, match="max_cells must be a whole number"):
+            mx.check_matrix(dict(zipped, max_cells=bad))
