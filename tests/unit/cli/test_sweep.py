@@ -147,7 +147,8 @@ MATRIX_FILE = """matrix:
     (MATRIX_FILE, ["-e", "matrix=x"], "beside --backends / --matrix"),
     # 5 x 20 x 10: refused with its count at once, before ansible-playbook starts or any server is touched
     ("matrix:\n  axes:\n    moe-runner-backend: [triton, flashinfer_cutlass, cutlass, flashinfer_cutedsl, auto]\n"
-     "    max-running-requests: [{}]\n    env:NCCL_P2P_LEVEL: [LOC, NVL, PIX, PXB, PHB, SYS, '0', '1', '2', '3']\n".format(", ".join(str(8 * i) for i in range(1, 21))), [], "the matrix has 1000 cells"),
+     "    max-running-requests: [" + ", ".join(str(8 * i) for i in range(1, 21)) + "]\n"
+     "    env:NCCL_P2P_LEVEL: [LOC, NVL, PIX, PXB, PHB, SYS, '0', '1', '2', '3']\n", [], "the matrix has 1000 cells"),
 ])
 def test_a_bad_matrix_file_is_refused_before_anything_runs(text, extra, needle, capsys, tmp_path, monkeypatch):
     monkeypatch.setattr(api, "run_playbook", lambda *a, **k: pytest.fail("the playbook ran"))
