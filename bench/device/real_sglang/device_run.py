@@ -351,6 +351,8 @@ def main():
     ap.add_argument("--deadline", type=float, default=540.0, help="seconds from start after which no cell starts")
     ap.add_argument("--cells", default="", help="model:backend[:b][:tSECONDS],... with Q, D, G for the three models "
                     "(default: every cell of cells.json, each benchmarked when ready)")
+    ap.add_argument("--stage-only", action="store_true",
+                    help=f"stage the stack into the venv and stop (then run anything with {VENV}/bin/python)")
     ap.add_argument("--no-prove", action="store_true")
     ap.add_argument("--no-nccl", action="store_true")
     ap.add_argument("--concurrency", default="1,8,32,64")
@@ -374,6 +376,9 @@ def main():
     # ansible-core (module_utils.basic, for the modules' AnsibleModule) and the collection come from the venv / repo
     sys.path.insert(0, site_packages())
     sys.path.insert(0, os.path.join(REPO, "collections"))
+    if args.stage_only:
+        log(f"staged: {VENV}/bin/python has sglang 0.5.15 beside the device's torch")
+        return
     if not args.no_prove:
         prove(res, work)
     if not args.no_nccl:
