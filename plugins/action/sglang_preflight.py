@@ -27,6 +27,7 @@ ARGUMENT_SPEC = dict(
     secret_environment_keys=dict(type="list", elements="str", default=[]),
     api_key_set=dict(type="bool", default=False),
     secret_config_path=dict(type="path"),
+    log_filter_dir=dict(type="path"),
     home=dict(type="path"),
     cuda_home=dict(type="path"),
     gpu_facts=dict(type="dict"),

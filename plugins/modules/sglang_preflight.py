@@ -108,6 +108,13 @@ options:
       - The absolute path of the unit's C(--config) file, ending in C(.yaml) or C(.yml) (sglang refuses any other
         suffix). Required with O(api_key_set=true).
     type: path
+  log_filter_dir:
+    description:
+      - The directory of the log filter that keeps API keys out of the server's log (the server role's
+        C(files/log_filter/sitecustomize.py), installed there by its C(install) entry point). With
+        O(api_key_set=true) the unit's environment puts it first on C(PYTHONPATH), so that every interpreter of the
+        server loads it (sglang logs its whole ServerArgs, the key included, at start).
+    type: path
   home:
     description: Writable HOME of the service (JIT caches); sets C(HOME), C(SGLANG_CACHE_DIR), C(FLASHINFER_WORKSPACE_BASE).
     type: path

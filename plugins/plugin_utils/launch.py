@@ -316,6 +316,11 @@ def plan(inputs):
         env.setdefault("HOME", str(home))
         env.setdefault("SGLANG_CACHE_DIR", str(home).rstrip("/") + "/.cache/sglang")
         env.setdefault("FLASHINFER_WORKSPACE_BASE", str(home))
+    if inputs.get("api_key_set") and inputs.get("log_filter_dir"):
+        # sglang logs its ServerArgs, the key included: the filter there redacts it in every interpreter of the
+        # server (roles/sglang_server/files/log_filter/sitecustomize.py); a PYTHONPATH already given comes after it
+        given = env.get("PYTHONPATH")
+        env["PYTHONPATH"] = str(inputs["log_filter_dir"]) + (":" + given if given else "")
     cuda_home = inputs.get("cuda_home") or provenance.get("cuda_home") or "/usr/local/cuda"
     env.setdefault("CUDA_HOME", str(cuda_home))
     secret_keys = sorted(set(inputs.get("secret_environment_keys") or []))

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 import time
@@ -33,13 +34,21 @@ class Log:
             stream.write(text)
             stream.flush()
 
+    @staticmethod
+    def logged(msg: str) -> str:
+        """The message as a logging handler writes it: sglang's lines are logging records (configure_logger), so a
+        record factory the interpreter installs (a sitecustomize on PYTHONPATH, as the server role's log filter is)
+        has its say, as it would in the real server."""
+        record = logging.getLogRecordFactory()("sglang", logging.INFO, __file__, 0, msg, None, None)
+        return record.getMessage()
+
     @classmethod
     def line(cls, msg: str, prefix: str = ""):
-        cls.write(f"[{cls.ts()}{prefix}] {msg}\n")
+        cls.write(f"[{cls.ts()}{prefix}] {cls.logged(msg)}\n")
 
     @classmethod
     def bare(cls, msg: str):
-        cls.write(msg + "\n")
+        cls.write(cls.logged(msg) + "\n")
 
     @classmethod
     def uvicorn(cls, msg: str, level: str = "INFO"):

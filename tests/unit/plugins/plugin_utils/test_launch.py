@@ -199,3 +199,35 @@ def test_an_overlay_environment_sets_and_unsets_variables_and_changes_the_launch
         plan(backend="x", backends={"x": {"environment": {"HF_TOKEN": "t"}}})
     with pytest.raises(launch.LaunchError, match="'environment'"):
         plan(backend="x", backends={"x": {"env": {}}})
+
+
+def test_a_server_with_an_api_key_loads_the_log_filter_first():
+    # sglang logs its ServerArgs, the key included: the unit puts the role's log filter first on PYTHONPATH
+    p = plan(api_key_set=True, secret_config_path=SECRETS_FILE, log_filter_dir="/etc/moesweep/python",
+             environment={"PYTHONPATH": "/opt/extra"})
+    assert p["environment"]["PYTHONPATH"] == "/etc/moesweep/python:/opt/extra"
+    assert "PYTHONPATH" not in plan(api_key_set=False, log_filter_dir="/etc/moesweep/python")["environment"]
+    assert plan(api_key_set=True, secret_config_path=SECRETS_FILE, log_filter_dir="/etc/moesweep/python")[
+        "environment"]["PYTHONPATH"] == "/etc/moesweep/python"
+
+
+def test_the_log_filter_redacts_both_versions_server_args_lines():
+    import importlib.util
+    import logging
+
+    path = REPO / "roles" / "sglang_server" / "files" / "log_filter" / "sitecustomize.py"
+    spec = importlib.util.spec_from_file_location("log_filter", path)
+    before = logging.getLogRecordFactory()
+    try:
+        filt = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(filt)
+        # 0.5.9: the dataclass repr; 0.5.23: resolved_dict() (srt/entrypoints/engine.py, both)
+        assert filt.redact("ServerArgs(model_path='m', api_key='sk-123', admin_api_key=None, port=30000)") == \
+            "ServerArgs(model_path='m', api_key='<redacted>', admin_api_key=None, port=30000)"
+        assert filt.redact("{'api_key': 'sk-1', 'admin_api_key': \"adm\", 'x': 1}") == \
+            "{'api_key': '<redacted>', 'admin_api_key': \"<redacted>\", 'x': 1}"
+        record = logging.getLogRecordFactory()("sglang", logging.INFO, "f", 1, "server_args=%s", ("X(api_key='k')",),
+                                               None)
+        assert record.getMessage() == "server_args=X(api_key='<redacted>')"
+    finally:
+        logging.setLogRecordFactory(before)
