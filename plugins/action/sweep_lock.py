@@ -5,7 +5,8 @@
 two controllers may both be called localhost), with this controller's machine id and boot, and the ansible-playbook
 process and its start time. A lock whose holder was a process of this very machine that no longer runs (a killed
 sweep; a process this user may not signal is another user's live sweep, not a dead one) is taken over; any other
-stale lock is broken only by name (O(break_id), C(-e sweep_lock_break=ID)). A refresh
+stale lock is broken only by name (O(break_id), C(-e sweep_lock_break=ID)); a holder in another PID namespace is never
+judged gone from here. A refresh
 (O(owner) is the lock as taken, with its C(expires)) while more than half of the lease is left answers here,
 without a round trip: nobody else can take an unexpired lease (only this controller, once this process is gone)."""
 
@@ -63,13 +64,26 @@ def process_start(pid):
         return None
 
 
+def pid_namespace(pid):
+    """The PID namespace process ``pid`` lives in (``/proc/PID/ns/pid``, e.g. ``pid:[4026531836]``; namespaces(7)),
+    or None: a pid means a process only inside its namespace."""
+    try:
+        return os.readlink("/proc/%d/ns/pid" % int(pid))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
 def holder_gone(held, me):
     """Whether the lock's holder was a process of this very machine (same machine id; never a hostname) that no
-    longer runs: its boot is over, its pid is dead, or the pid now names a process started at another time."""
+    longer runs: its boot is over, its pid is dead, or the pid now names a process started at another time. A holder
+    in another PID namespace (two containers of one image share a machine id and a boot) is never judged from here:
+    its pid means nothing in ours."""
     if not held or not held.get("machine") or held.get("machine") != me.get("machine"):
         return False
     if held.get("boot") and me.get("boot") and held["boot"] != me["boot"]:
         return True
+    if held.get("pidns") != me.get("pidns") or not me.get("pidns"):
+        return False
     if not pid_alive(held.get("pid")):
         return True
     return held.get("pid_start") is not None and process_start(held["pid"]) != held["pid_start"]
@@ -107,6 +121,7 @@ class ActionModule(ActionBase):
         owner.setdefault("boot", boot_id())
         owner.setdefault("pid", os.getppid())
         owner.setdefault("pid_start", process_start(owner["pid"]))
+        owner.setdefault("pidns", pid_namespace(owner["pid"]))
         try:
             owner.setdefault("user", getpass.getuser())
         except Exception:  # noqa: BLE001 - no user name is not a reason to refuse

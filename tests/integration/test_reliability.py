@@ -76,8 +76,8 @@ def settings_file(tmp_path: Path, **more) -> Path:
     return path
 
 
-def cli(cluster, results: Path, *args, settings: Path, tmpdir: Path | None = None, **popen):
-    argv = [MOESWEEP, "sweep", "-i", str(cluster.inventory), "--results", str(results), "--no-progress",
+def cli(cluster, results: Path, *args, settings: Path, tmpdir: Path | None = None, prefix=(), **popen):
+    argv = [*prefix, MOESWEEP, "sweep", "-i", str(cluster.inventory), "--results", str(results), "--no-progress",
             "-e", f"@{settings}", *args]
     env = dict(os.environ, ANSIBLE_NOCOLOR="1", **({"TMPDIR": str(tmpdir)} if tmpdir else {}))
     return subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -297,14 +297,20 @@ def test_7_a_second_ctrl_c_stops_at_once_without_a_torn_file(host, tmp_path):
     assert not list(tmp_path.glob("*/.inflight/*.json"))
 
 
-def test_8_a_second_sweep_on_the_same_host_is_refused_naming_who_holds_it(host, tmp_path):
+# The second controller on the same machine: the same PID namespace, or another one of the same machine id and boot
+# (two containers of one image on one CI host, here `unshare --pid`), where the first sweep's pid names nothing (#49).
+OTHER_PID_NAMESPACE = ("unshare", "--pid", "--fork", "--mount-proc")
+
+
+@pytest.mark.parametrize("prefix", [(), OTHER_PID_NAMESPACE], ids=["same-pid-namespace", "other-pid-namespace"])
+def test_8_a_second_sweep_on_the_same_host_is_refused_naming_who_holds_it(host, tmp_path, prefix):
     first_dir, second_dir = tmp_path / "first", tmp_path / "second"
     slow = settings_file(tmp_path, sglang_server_extra_environment={"MOESWEEP_SIM_TIME_SCALE": "0.5"})
     first = cli(host, first_dir, "--backends", "triton", "--rerun", settings=slow)
     wait_for(lambda: list(first_dir.glob("*/.inflight/*__triton.json")), what="the first sweep's point")
     try:
         second = cli(host, second_dir, "--backends", "flashinfer_cutedsl", "--rerun",
-                     settings=settings_file(tmp_path))
+                     settings=settings_file(tmp_path), prefix=prefix)
         text = second.communicate(timeout=300)[0]
     finally:
         out = first.communicate(timeout=600)[0]  # the first sweep ends whatever the second did

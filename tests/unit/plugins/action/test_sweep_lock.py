@@ -3,6 +3,8 @@ stealing always do."""
 
 from __future__ import annotations
 
+import os
+
 # isort: split
 from ansible_collections.moesweep.sweep.plugins.action import sweep_lock as action
 
@@ -38,17 +40,31 @@ def test_a_process_we_may_not_signal_is_alive(monkeypatch):
 
 
 def test_only_a_gone_holder_of_this_very_controller_is_taken_over():
-    me = {"id": "new", "machine": "m1", "pid": 10}
-    assert action.holder_gone({"id": "old", "machine": "m1", "pid": 2 ** 22 + 12345}, me) is True
+    ns = action.pid_namespace(os.getpid())
+    me = {"id": "new", "machine": "m1", "pid": 10, "pidns": ns}
+    assert action.holder_gone({"id": "old", "machine": "m1", "pid": 2 ** 22 + 12345, "pidns": ns}, me) is True
     # same hostname, another machine: never judged from here
     assert action.holder_gone({"id": "old", "machine": "m2", "pid": 2 ** 22 + 12345, "controller": "localhost"},
                               dict(me, controller="localhost")) is False
     # an older lock without a machine id is never taken over from its hostname alone
     assert action.holder_gone({"id": "old", "pid": 2 ** 22 + 12345, "controller": "localhost"},
                               dict(me, controller="localhost")) is False
-    import os
-
-    assert action.holder_gone({"id": "old", "machine": "m1", "pid": os.getpid(),
+    assert action.holder_gone({"id": "old", "machine": "m1", "pid": os.getpid(), "pidns": ns,
                                "pid_start": action.process_start(os.getpid())}, me) is False
     # the pid was reused by another process since: its start time differs
-    assert action.holder_gone({"id": "old", "machine": "m1", "pid": os.getpid(), "pid_start": 1}, me) is True
+    assert action.holder_gone({"id": "old", "machine": "m1", "pid": os.getpid(), "pid_start": 1, "pidns": ns},
+                              me) is True
+
+
+def test_a_holder_in_another_pid_namespace_is_never_judged_gone_from_here():
+    """Two containers of one image share /etc/machine-id and the boot: the holder's pid, dead or another process
+    here, means nothing in this namespace (#49); a lock without its namespace (an older moesweep's) neither."""
+    ns = action.pid_namespace(os.getpid())
+    assert ns and ns.startswith("pid:[")
+    me = {"id": "new", "machine": "m1", "boot": "b1", "pid": 10, "pidns": ns}
+    held = {"id": "old", "machine": "m1", "boot": "b1", "pid": 2 ** 22 + 12345}
+    assert action.holder_gone(dict(held, pidns="pid:[4026532999]"), me) is False
+    assert action.holder_gone(held, me) is False
+    assert action.holder_gone(dict(held, pidns=ns), me) is True
+    # another boot is over whatever its namespace
+    assert action.holder_gone(dict(held, boot="b0", pidns="pid:[4026532999]"), me) is True
