@@ -20,7 +20,8 @@ description:
   - V(acquired) takes the lock, or refreshes it when O(owner) already holds it; when another owner holds a lease
     that has not expired it fails naming that owner, since when, and how to break the lock if that sweep is dead
     (O(break_id), C(-e sweep_lock_break=ID) or C(moesweep sweep --break-lock ID)); the action plugin of the same name
-    breaks it itself when it can tell the holder was a process of the same controller that is gone. V(released)
+    breaks it itself when it can tell the holder was a process of the same controller, in the same PID namespace,
+    that is gone (a holder in another PID namespace of the same machine is never judged from here). V(released)
     removes the lock if O(owner) holds it.
   - Owners are told apart by their C(id) (a hostname is not unique); a lock without one (older moesweep) by its
     controller, process and sweep.
@@ -37,7 +38,7 @@ options:
     default: acquired
   owner:
     description: Who takes it - C(id) (what tells owners apart), C(controller), C(machine), C(boot), C(pid),
-      C(pid_start), C(sweep_id), C(user).
+      C(pid_start), C(pidns) (its PID namespace), C(sweep_id), C(user).
     type: dict
     required: true
   break_id:
