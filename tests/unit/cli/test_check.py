@@ -152,7 +152,7 @@ def test_bad_arguments_exit_2_naming_the_fix(capsys, argv, message):
 
 def test_sglang_version_message_lists_the_schemas_there_are(capsys):
     _, _, err = run_err(capsys, "--backend", "triton", "--sm", "120", "--sglang-version", "9.9.9")
-    assert "(have: 0.5.9, 0.5.23)" in err and "scripts/extract_sglang_flags.py" in err
+    assert "(have: 0.5.9, 0.5.15, 0.5.23)" in err and "scripts/extract_sglang_flags.py" in err
 
 
 @pytest.mark.parametrize(

@@ -160,7 +160,7 @@ def test_unknown_version_is_a_clear_error_naming_the_known_versions():
     v = ev("flashinfer_cutlass", version="0.5.14")
     assert v["status"] == "unsupported" and v["reasons"][0]["rule"] == "sglang-version"
     assert "0.5.14 has no flag schema" in v["reasons"][0]["reason"]
-    assert "known versions: 0.5.9, 0.5.23" in compat.format_refusal(v)
+    assert "known versions: 0.5.9, 0.5.15, 0.5.23" in compat.format_refusal(v)
 
 
 def test_version_with_a_schema_but_no_audit_is_unknown():

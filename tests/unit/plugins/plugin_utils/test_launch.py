@@ -50,7 +50,7 @@ def test_a_choice_without_overlay_gets_its_flag():
     ({"api_key_set": True}, "needs secret_config_path"),
     ({"api_key_set": True, "secret_config_path": "/etc/moesweep/sglang.secrets.json"}, "ending in .yaml or .yml"),
     ({"api_key_set": True, "secret_config_path": "sglang.secrets.yaml"}, "absolute path"),
-    ({"sglang_version": "9.9.9"}, "moesweep knows 0.5.9, 0.5.23"),
+    ({"sglang_version": "9.9.9"}, "moesweep knows 0.5.9, 0.5.15, 0.5.23"),
     ({"sglang_version": "", "provenance": {}}, "set sglang_server_sglang_version"),
     ({"quantization": "fp8"}, "contradicts the flags' quantization"),
 ])
