@@ -35,6 +35,7 @@ ARGUMENT_SPEC = dict(
     cuda_version=dict(type="str"),
     dry_run=dict(type="str", default="auto", choices=["auto", "controller", "host", "off"]),
     dry_run_timeout=dict(type="int", default=180),
+    staged_model_path=dict(type="path"),
     force=dict(type="bool", default=False),
     kb_path=dict(type="path"),
     nodes_group=dict(type="str"),
@@ -66,6 +67,13 @@ class ActionModule(ActionBase):
                     "reason": "the host's dry run failed: %s" % (result.get("msg") or "no message")}
         return {k: v for k, v in result.items() if not k.startswith("_ansible") and k not in ("changed", "invocation")}
 
+    def _host_file_exists(self, path, task_vars):
+        """Whether ``path`` exists on the host (ansible.builtin.stat, read-only), or None when it cannot tell."""
+        result = self._execute_module(module_name="ansible.builtin.stat",
+                                      module_args={"path": path, "get_checksum": False}, task_vars=task_vars)
+        stat = result.get("stat") if isinstance(result, dict) and not result.get("failed") else None
+        return stat.get("exists") if isinstance(stat, dict) else None
+
     def run(self, tmp=None, task_vars=None):
         super().run(tmp, task_vars)
         args = action_args.validated("sglang_preflight", ARGUMENT_SPEC, self._task.args)
@@ -81,7 +89,8 @@ class ActionModule(ActionBase):
         self._dry_run_timeout = args["dry_run_timeout"]
         result, failed = run_preflight(args, host_facts, node_inputs(args, task_vars,
                                                                      strategy if isinstance(strategy, str) else None),
-                                       host_dry_run=lambda module_args: self._host_dry_run(module_args, task_vars))
+                                       host_dry_run=lambda module_args: self._host_dry_run(module_args, task_vars),
+                                       host_file_exists=lambda path: self._host_file_exists(path, task_vars))
         for warning in result["preflight_warnings"]:
             self._display.warning(warning)
         if failed:

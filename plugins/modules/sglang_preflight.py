@@ -147,6 +147,13 @@ options:
     type: str
     choices: [auto, controller, host, "off"]
     default: auto
+  staged_model_path:
+    description:
+      - The local directory the sweep stages the model into before the point's unit (M(moesweep.sweep.model_stage)).
+      - Any other absolute C(model-path) the launch names must hold the model's C(config.json) on the host now, or
+        the point is refused before anything restarts (sglang would die at its arguments); the check is a read
+        (C(ansible.builtin.stat)) on the host.
+    type: path
   dry_run_timeout:
     description: Seconds the host's dry run may take (M(moesweep.sweep.sglang_dry_run) O(timeout)).
     type: int

@@ -70,7 +70,35 @@ def controller_dry_run(plan, args, facts, run_fn=None):
                                         model=model, cuda_version=args.get("cuda_version"), run_fn=run_fn)
 
 
-def run_preflight(args, task_vars_facts=None, node_inputs=None, dry_run_fn=None, host_dry_run=None):
+# transformers' own text when a model path is a directory without config.json or no directory at all (sglang's
+# get_config -> AutoConfig.from_pretrained, at ServerArgs; transformers v4.57.1 configuration_utils.py
+# _get_config_dict), as the dry run of sglang 0.5.9's argument handling printed it for such a path.
+MISSING_MODEL = ("OSError: Can't load the configuration of '{path}'. If you were trying to load it from "
+                 "'https://huggingface.co/models', make sure you don't have a local directory with the same name. "
+                 "Otherwise, make sure '{path}' is the correct path to a directory containing a config.json file")
+
+
+def model_path_refusal(plan, args, host_file_exists, node_plan):
+    """The refusal of a launch whose model path is a local directory the host does not have (no config.json
+    there), unless the sweep stages the model into that very directory before the point's unit; None otherwise
+    (``host_file_exists(path)``: True, False, or None when it cannot tell)."""
+    flags = plan.get("flags") or {}
+    path = flags.get("model-path") or flags.get("model")
+    if not host_file_exists or not isinstance(path, str) or not path.startswith("/"):
+        return None
+    if path.rstrip("/") == str(args.get("staged_model_path") or "").rstrip("/"):
+        return None
+    if host_file_exists(path.rstrip("/") + "/config.json") is not False:
+        return None
+    return _refusal(
+        "sweep point %s refused before anything restarted: its --model-path %s holds no config.json on the host, so "
+        "the server would die at its arguments with %s; stage the model there, or give a Hugging Face id (the sweep "
+        "stages it)" % (plan.get("point"), path, MISSING_MODEL.format(path=path)), launch_plan=plan,
+        node_info=node_plan)
+
+
+def run_preflight(args, task_vars_facts=None, node_inputs=None, dry_run_fn=None, host_dry_run=None,
+                  host_file_exists=None):
     """Pure core shared with tests and the CLI: returns (result dict, failed bool). ``node_inputs``
     (``nodes.inputs_from_vars``): this host serves in a node group; the launch is this rank's, and the result's
     ``nodes`` is the group's plan (on a refusal: which host records it, and which host writes that record).
@@ -78,7 +106,8 @@ def run_preflight(args, task_vars_facts=None, node_inputs=None, dry_run_fn=None,
     controller's sandbox where the model's config.json is at hand (``controller_dry_run``; ``dry_run_fn`` replaces
     the sandbox's runner in tests), then on the host (``host_dry_run(module_args)``, the caller's way to run the
     ``sglang_dry_run`` module there) where ``wants_host_dry_run``: the host's answer, from its own sglang, torch,
-    GPUs and model files, decides over the controller's copy, unless that already refused."""
+    GPUs and model files, decides over the controller's copy, unless that already refused. ``host_file_exists``
+    (the caller's way to ask the host) refuses a local model path without the model (``model_path_refusal``)."""
     facts = args.get("gpu_facts") or task_vars_facts or {}
     if "moesweep_gpu" in facts:
         facts = facts["moesweep_gpu"]
@@ -98,6 +127,9 @@ def run_preflight(args, task_vars_facts=None, node_inputs=None, dry_run_fn=None,
         plan = launch.plan(dict(args, nodes=node_plan))
     except launch.LaunchError as exc:
         return _refusal("sweep point %s: %s" % (name, exc), node_info=node_plan), True
+    missing = model_path_refusal(plan, args, host_file_exists, node_plan)
+    if missing:
+        return missing, True
     point = {
         "backend": plan["backend"],
         "quantization": plan["flags"].get(launch.QUANT_FLAG),

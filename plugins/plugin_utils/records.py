@@ -180,9 +180,16 @@ def diagnosis_of(benchmark, reference_concurrency):
 MODEL_KEYS = ("repo_id", "revision", "local_path", "bytes", "downloaded")
 
 
-def model_of(staged):
-    """The model part of a record: the hub repository, the commit staged and the local directory served."""
-    return _pick(staged or {}, MODEL_KEYS)
+def model_of(staged, launch=None):
+    """The model part of a record: the hub repository, the commit staged and the local directory served - when the
+    point's launch serves the staged model; the model path its launch names otherwise (an extra flag or an overlay
+    that names another one), so that a record never says it served what it did not."""
+    staged = staged or {}
+    flags = (launch or {}).get("flags") or {}
+    path = flags.get("model-path") or flags.get("model")
+    if path and str(path) not in (str(staged.get("local_path")), str(staged.get("repo_id"))):
+        return {("local_path" if str(path).startswith("/") else "repo_id"): str(path)}
+    return _pick(staged, MODEL_KEYS)
 
 
 def build_point_record(ctx):
@@ -214,7 +221,7 @@ def build_point_record(ctx):
         "seconds": ctx.get("seconds"),
         "facts": ctx.get("facts") or {},
         "provenance": ctx.get("provenance") or {},
-        "model": model_of(ctx.get("model")),
+        "model": model_of(ctx.get("model"), launch),
         "launch": dict(_pick(launch, ("argv", "command_line", "flags", "port", "host", "environment",
                                       "secret_environment_keys", "sglang_version", "launch_hash")),
                        unit_sha256=ctx.get("unit_sha256")),

@@ -65,15 +65,44 @@ def _fail(stage, exc_type, text, source, frame=None) -> Failure:
 
 
 def launch_failure(version: str, args: dict, sm: int, architecture: str = "", env: dict | None = None,
-                   gpu_mem_mib: float | None = None):
+                   gpu_mem_mib: float | None = None, path_exists=None):
     """The first failure this launch reaches, or None when it serves.  ``gpu_mem_mib``: the GPU's total memory as
     ``nvidia-smi --query-gpu=memory.total`` gives it, which sizes the default chunked prefill (0.5.23
     ``arg_groups/memory_hook.py`` ``handle_gpu_memory_settings``); None is sglang's own fallback when it cannot
-    read it."""
+    read it. ``path_exists``: how the server tells whether a local model path exists (os.path.exists; None: it is
+    not asked, and this stays a pure function of its arguments)."""
     env = env or {}
+    missing = _missing_model_dir(version, args, path_exists) if path_exists else None
+    if missing is not None:
+        return missing
     if version == "0.5.9":
         return _failure_059(args, sm, architecture, env)
     return _failure_0523(args, sm, architecture, env, gpu_mem_mib)
+
+
+# ServerArgs reads the model's config through sglang's get_config -> transformers' AutoConfig.from_pretrained; a
+# local path that is no directory is no hub id either, and transformers raises (v4.57.1 configuration_utils.py
+# PretrainedConfig._get_config_dict; 0.5.23's pinned transformers the same text). The frame: sglang's call.
+_MODEL_CONFIG_FRAME = {
+    "0.5.9": ("sglang/srt/utils/hf_transformers_utils.py", 315, "get_config",
+              "config = AutoConfig.from_pretrained(", None, False),
+}
+_CANNOT_LOAD_CONFIG = ("Can't load the configuration of '{path}'. If you were trying to load it from "
+                       "'https://huggingface.co/models', make sure you don't have a local directory with the same "
+                       "name. Otherwise, make sure '{path}' is the correct path to a directory containing a "
+                       "config.json file")
+
+
+def _missing_model_dir(version: str, args: dict, path_exists):
+    """A --model-path that is an absolute path to nothing: the launch dies at its arguments. (A directory that exists
+    but lacks config.json dies the same way on a real host; the simulator serves such directories, its tokenizer's
+    among them - a known gap.)"""
+    path = str(args.get("model_path") or "")
+    if not path.startswith("/") or path_exists(path):
+        return None
+    return _fail("server_args", "OSError", _CANNOT_LOAD_CONFIG.format(path=path),
+                 "transformers 4.57.1 configuration_utils.py via sglang %s get_config" % version,
+                 _MODEL_CONFIG_FRAME.get(version))
 
 
 # ------------------------------------------------------------------------------------------------ sglang 0.5.9

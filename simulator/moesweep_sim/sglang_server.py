@@ -958,7 +958,8 @@ def main(argv=None) -> int:
     args, spec = sgl_cli.parse(version, argv)
     gpu = gpustate.gpu_info(gpustate.profile())
     failure = failure_model.launch_failure(version, args, gpu["sm"], model_facts(args.get("model_path") or "")[1],
-                                           env=os.environ, gpu_mem_mib=gpu["memory_total_mib"])
+                                           env=os.environ, gpu_mem_mib=gpu["memory_total_mib"],
+                                           path_exists=os.path.exists)
     if failure is not None and failure.stage == "server_args":
         # ServerArgs resolution raises in the launching process: what it logged before the failing step, the
         # traceback, exit status 1, no scheduler

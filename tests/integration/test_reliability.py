@@ -227,6 +227,18 @@ def test_6_a_mem_fraction_above_one_is_refused_before_anything_restarts(host):
     assert state(host) == before
 
 
+def test_49_a_model_path_the_host_lacks_is_refused_and_recorded_as_given(host):
+    # an extra flag that names a local model the host does not have: refused before anything restarts, and the
+    # record names that path (never a model the point did not serve)
+    before = state(host)
+    run, out = sweep_point(host, "flashinfer_cutlass",
+                           sglang_server_extra_flags={"model-path": "/models/does-not-exist"})
+    assert run.rc != 0 and "holds no config.json on the host" in out.failed_msg, out.failed_msg
+    assert state(host) == before
+    record = point_records(host, "flashinfer_cutlass")[-1]
+    assert record["status"] == "refused" and record["model"] == {"local_path": "/models/does-not-exist"}, record
+
+
 # ------------------------------------------------------------------------------------------------ stops when told
 
 

@@ -149,3 +149,10 @@ def test_format_traceback_shape():
     assert tb.startswith("Traceback (most recent call last):\n")
     assert '  File "/site/torch/nn/modules/module.py", line 1775, in _wrapped_call_impl\n' in tb
     assert tb.endswith("RuntimeError: x\n")
+
+
+def test_a_missing_model_dir_fails_from_sglangs_get_config_line():
+    f = failure_model.launch_failure("0.5.9", {"model_path": "/models/does-not-exist"}, 120,
+                                     path_exists=lambda path: False)
+    assert f.stage == "server_args" and f.exc.startswith("OSError: Can't load the configuration of ")
+    check_frames("0.5.9", [f.frame])

@@ -900,3 +900,13 @@ def test_the_simulator_and_the_preflight_agree_on_which_layouts_fit():
         verdict = compat.evaluate({"backend": "triton", "sglang_version": "0.5.9", "flags": flags, "environment": env},
                                   {"sm": "sm120", "gpu_count": 8}, kb)
         assert (verdict.get("stage") == "scheduler_init") == simulated, (tp, dp, att, base, step, cvd)
+
+
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.23"])
+def test_a_model_path_to_nothing_dies_at_its_arguments(sims, version):
+    # transformers' own text from AutoConfig (what the dry run of the real 0.5.9 printed for this path), exit 1
+    s = sims(["--model-path", "/models/does-not-exist", "--tp", "8"], version=version)
+    assert s.wait_exit() == 1
+    log = s.log()
+    assert "OSError: Can't load the configuration of '/models/does-not-exist'." in log
+    assert "Init torch distributed begin" not in log and "Init parallel begin" not in log

@@ -40,7 +40,9 @@ def run_action(args, task_vars=None, host_answer=None):
     with mock.patch.object(action.ActionBase, "run", return_value={}), \
             mock.patch.object(action.ActionModule, "_execute_module", return_value=host_answer or NO_HOST) as ran:
         result = plugin.run(task_vars=task_vars or {})
-    run_action.module_calls = ran.call_args_list
+    # the host's dry runs asked for (a stat of a local model path is the other module an action may run)
+    run_action.module_calls = [c for c in ran.call_args_list if c.kwargs["module_name"].endswith("sglang_dry_run")]
+    run_action.all_calls = ran.call_args_list
     return result
 
 
@@ -247,3 +249,19 @@ def test_no_host_dry_run_where_a_stand_in_serves_or_the_stack_serves_nothing():
     # asked for: it runs on any stack, and a stand-in's import failure is then only undecided
     run_action(dict(base, dry_run="host", command=["/opt/moesweep-sim/bin/sglang-sim"]))
     assert run_action.module_calls[0].kwargs["module_args"]["launch_imports"] is False
+
+
+def test_a_local_model_path_without_the_model_is_refused_before_anything_restarts():
+    missing = {"changed": False, "stat": {"exists": False}}
+    args = {"backend": "triton", "sglang_version": "0.5.9", "gpu_facts": SM120, "dry_run": "off",
+            "flags": {"model-path": "/models/does-not-exist", "tp-size": 8}}
+    result = run_action(args, host_answer=missing)
+    assert result["failed"] and "holds no config.json on the host" in result["msg"]
+    assert "OSError: Can't load the configuration of '/models/does-not-exist'" in result["msg"]
+    assert run_action.all_calls[0].kwargs["module_args"]["path"] == "/models/does-not-exist/config.json"
+    # the directory the sweep stages the model into is not there yet, and is not asked about
+    result = run_action(dict(args, staged_model_path="/models/does-not-exist"), host_answer=missing)
+    assert not result.get("failed") and run_action.all_calls == []
+    # a hub id is the server's to fetch: nothing is asked
+    run_action(dict(args, flags={"model-path": "org/model"}), host_answer=missing)
+    assert run_action.all_calls == []

@@ -178,3 +178,13 @@ def test_a_record_keeps_what_sglangs_own_argument_handling_answered():
            "preflight": {"verdict": "unsupported", "msg": "refused", "dry_run": dry}, "failed_result": {}}
     rec = records.build_point_record(ctx)
     assert rec["status"] == "refused" and rec["preflight"]["dry_run"] == dry
+
+
+def test_a_record_names_the_model_its_launch_served():
+    staged = {"repo_id": "lukealonso/GLM-5-NVFP4", "revision": "abc123", "local_path": "/var/lib/sglang/models/x"}
+    served = {"flags": {"model-path": "/var/lib/sglang/models/x"}}
+    assert records.model_of(staged, served)["revision"] == "abc123"
+    # an extra flag or an overlay that names another model: the record never claims the staged one (#49)
+    assert records.model_of(staged, {"flags": {"model-path": "/models/other"}}) == {"local_path": "/models/other"}
+    assert records.model_of(staged, {"flags": {"model-path": "org/other"}}) == {"repo_id": "org/other"}
+    assert records.model_of({"repo_id": "org/m"}, {"flags": {"model-path": "org/m"}}) == {"repo_id": "org/m"}
