@@ -101,7 +101,7 @@ def _missing_model_dir(version: str, args: dict, path_exists):
     if not path.startswith("/") or path_exists(path):
         return None
     return _fail("server_args", "OSError", _CANNOT_LOAD_CONFIG.format(path=path),
-                 "transformers 4.57.1 configuration_utils.py via sglang %s get_config" % version,
+                 f"transformers 4.57.1 configuration_utils.py via sglang {version} get_config",
                  _MODEL_CONFIG_FRAME.get(version))
 
 
