@@ -239,6 +239,25 @@ def test_49_a_model_path_the_host_lacks_is_refused_and_recorded_as_given(host):
     assert record["status"] == "refused" and record["model"] == {"local_path": "/models/does-not-exist"}, record
 
 
+def test_49_a_refusal_after_the_plan_never_costs_the_healthy_server_a_restart(host, tmp_path):
+    # the plan's knowledge base accepts the point, so the sweep would stop the serving server early for it; the
+    # point's own checks then refuse it (its model path is not on the host): the server must never have stopped
+    before = serving(host, "flashinfer_cutlass")
+    settings = settings_file(tmp_path, sglang_server_extra_flags={"model-path": "/models/does-not-exist"})
+    proc = cli(host, tmp_path, "--backends", "triton", "--rerun", settings=settings)
+    text = proc.communicate(timeout=600)[0]
+    assert proc.returncode == 1, text[-3000:]
+    assert [p["status"] for p in lines(tmp_path, "point")] == ["refused"]
+    # the same unit, the same MainPID, still active: nothing stopped, nothing restarted (ExecStart's runtime part is
+    # not compared: the restore's daemon-reload of the unit put back resets it)
+    def main_pid_and_state(show):  # `systemctl show` prints MainPID, ExecStart, then ActiveState
+        lines_ = show.strip().split("\n")
+        return lines_[0], lines_[-1]
+
+    unit, show = state(host)
+    assert (unit, main_pid_and_state(show)) == (before[0], main_pid_and_state(before[1])), (show, before)
+
+
 # ------------------------------------------------------------------------------------------------ stops when told
 
 
