@@ -382,8 +382,8 @@ def parse_lspci(text):
 def lspci_links(devices):
     """The PCIe links lspci shows, in the shape ``check_pcie_links`` reads (``-q``'s GPU Link Info): the NVIDIA
     functions', else (a paste of link lines without their function header) every link shown."""
-    links = [d for d in devices if d["lnksta"] and d["nvidia"]] or [d for d in devices if d["lnksta"]
-                                                                      and d["nvidia"] is None]
+    links = ([d for d in devices if d["lnksta"] and d["nvidia"]]
+             or [d for d in devices if d["lnksta"] and d["nvidia"] is None])
     out = []
     for d in links:
         cap, sta = d["lnkcap"] or {}, d["lnksta"]
@@ -916,8 +916,8 @@ def evaluate_pasted(readings, facts=None):
                                                   "pasted)")
             partial.append({"name": "acs_iommu", "needs": "`cat /proc/cmdline`: the IOMMU half"})
         if cmdline:
-            c["evidence"] += " [%s: %s]" % ("/proc/cmdline" if cmdline["source"] == "proc" else "grub",
-                                           " ".join(args) or "no IOMMU argument")
+            source = "/proc/cmdline" if cmdline["source"] == "proc" else "grub"
+            c["evidence"] += " [%s: %s]" % (source, " ".join(args) or "no IOMMU argument")
         checks.append(c)
     links = [g for g in gpus if g.get("pcie_width_current") or g.get("pcie_gen_current")] or lspci_links(lspci)
     if links:

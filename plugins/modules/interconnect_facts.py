@@ -23,8 +23,8 @@ description:
   - Also reads the model's C(config.json) (layers, hidden size) from O(model_path) or the Hugging Face cache under
     O(home), for the share estimate of C(module_utils/interconnect.py).
   - "With O(nccl_debug), NCCL states the transport it chose between every GPU pair (C(NCCL_DEBUG=INFO),
-    C(NCCL_DEBUG_SUBSYS=INIT,ENV,GRAPH) for the measurement only); its lines are read into RV(interconnect.transport)
-    (C(module_utils/nccl_log.py)) and kept out of RV(interconnect.output)."
+    C(NCCL_DEBUG_SUBSYS=INIT,ENV,GRAPH) for the measurement only); its lines are read into C(transport) of RV(interconnect)
+    (C(module_utils/nccl_log.py)) and kept out of its C(output)."
   - The program also gets the NCCL variables sglang sets in its own processes (C(NCCL_CUMEM_ENABLE),
     C(NCCL_NVLS_ENABLE), from O(flags)), so NCCL connects as in the server.
   - Changes nothing on the host.

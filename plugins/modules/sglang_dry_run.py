@@ -18,7 +18,7 @@ description:
     capability; the model's config.json is read through sglang's own C(get_config)). The running server is not
     touched. The program runs in a private temporary directory (its C(HOME) and C(TMPDIR)), removed afterwards.
   - Returns sglang's verdict; it never fails for a refused launch (the caller judges the point with it,
-    M(moesweep.sweep.sglang_preflight) O(dry_run_result)). It fails only for bad input.
+    M(moesweep.sweep.sglang_preflight), O(moesweep.sweep.sglang_preflight#module:dry_run)). It fails only for bad input.
   - A host whose torch sees no GPU (a simulated host's CPU build) has its CUDA queries answered from O(gpu_facts),
     and the answer says C(gpus=facts).
 options:

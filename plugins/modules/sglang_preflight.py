@@ -155,7 +155,7 @@ options:
         (C(ansible.builtin.stat)) on the host.
     type: path
   dry_run_timeout:
-    description: Seconds the host's dry run may take (M(moesweep.sweep.sglang_dry_run) O(timeout)).
+    description: Seconds the host's dry run may take (O(moesweep.sweep.sglang_dry_run#module:timeout)).
     type: int
     default: 180
   force:
