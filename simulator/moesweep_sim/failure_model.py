@@ -30,7 +30,7 @@ import collections
 from . import moe_resolution, server_args
 from . import templates as T
 
-STAGES = ("server_args", "model_init", "first_forward")
+STAGES = ("server_args", "model_init", "attention_init", "first_forward")
 
 # stage, exception line ("ValueError: ..."), source ("sglang 0.5.23 sglang/srt/...:L1-L2"), raise frame or None
 # (file, line, function, code, carets, decorated) in the emulated version's wheel: the frame the traceback ends in.
@@ -65,7 +65,7 @@ def _fail(stage, exc_type, text, source, frame=None) -> Failure:
 
 
 def launch_failure(version: str, args: dict, sm: int, architecture: str = "", env: dict | None = None,
-                   gpu_mem_mib: float | None = None, path_exists=None):
+                   gpu_mem_mib: float | None = None, path_exists=None, mla: bool | None = None):
     """The first failure this launch reaches, or None when it serves.  ``gpu_mem_mib``: the GPU's total memory as
     ``nvidia-smi --query-gpu=memory.total`` gives it, which sizes the default chunked prefill (0.5.23
     ``arg_groups/memory_hook.py`` ``handle_gpu_memory_settings``); None is sglang's own fallback when it cannot
@@ -76,8 +76,74 @@ def launch_failure(version: str, args: dict, sm: int, architecture: str = "", en
     if missing is not None:
         return missing
     if version == "0.5.9":
-        return _failure_059(args, sm, architecture, env)
-    return _failure_0523(args, sm, architecture, env, gpu_mem_mib)
+        failure = _failure_059(args, sm, architecture, env)
+    else:
+        failure = _failure_0523(args, sm, architecture, env, gpu_mem_mib)
+    if failure is None or failure.stage == "first_forward":
+        # the attention backend is built after the model and its KV pool, before any kernel warm-up
+        gate = _attention_gate(version, args, sm, _is_mla(architecture) if mla is None else mla)
+        if gate is not None:
+            return gate
+    return failure
+
+
+# The models whose attention is MLA (ModelConfig.attention_arch == AttentionArch.MLA; 0.5.9
+# srt/configs/model_config.py _derive_model_shapes): the DeepSeek V2/V3 family and what reuses it.
+_MLA_ARCHITECTURES = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
+                      "DeepseekV3ForCausalLMNextN", "GlmMoeDsaForCausalLM", "KimiK2ForCausalLM",
+                      "KimiVLForConditionalGeneration", "MistralLarge3ForCausalLM")
+
+
+def _is_mla(architecture: str) -> bool:
+    return architecture in _MLA_ARCHITECTURES
+
+
+# (line, exception type, text) of each attention backend factory's own gate
+# (srt/layers/attention/attention_registry.py of each wheel).
+_FA3_TEXT = "FlashAttention v3 Backend requires SM>=80 and SM<=90. Please use `--attention-backend flashinfer`."
+_ATTENTION_GATES = {
+    "0.5.9": {
+        "fa3": (130, "create_flashattention_v3_backend", "assert (", "AssertionError", _FA3_TEXT),
+        "trtllm_mla": (51, "create_trtllm_mla_backend",
+                       'raise ValueError("trtllm_mla backend can only be used with MLA models.")', "ValueError",
+                       "trtllm_mla backend can only be used with MLA models."),
+        "trtllm_mha": (158, "create_trtllm_mha_backend",
+                       'raise ValueError("trtllm_mha backend can only be used with non-MLA models.")', "ValueError",
+                       "trtllm_mha backend can only be used with non-MLA models."),
+    },
+    "0.5.23": {
+        "fa3": (243, "create_flashattention_v3_backend",
+                "assert (major == 8 and not runner.use_mla_backend) or major == 9, (", "AssertionError", _FA3_TEXT),
+        "trtllm_mla": (97, "create_trtllm_mla_backend",
+                       'raise ValueError("trtllm_mla backend can only be used with MLA models.")', "ValueError",
+                       "trtllm_mla backend can only be used with MLA models."),
+        "trtllm_mha": (280, "create_trtllm_mha_backend",
+                       'raise ValueError("trtllm_mha backend can only be used with non-MLA models.")', "ValueError",
+                       "trtllm_mha backend can only be used with non-MLA models."),
+    },
+}
+
+
+def _attention_gate(version: str, args: dict, sm: int, mla: bool):
+    """The gate of an attention backend the model runner builds (prefill's, then decode's; one backend when they are
+    the same), where it refuses the GPU or the model: FA3 runs on SM90, or SM80 without MLA; TRT-LLM MLA needs an
+    MLA model, TRT-LLM MHA one without."""
+    gates = _ATTENTION_GATES.get(version) or {}
+    default = args.get("attention_backend")
+    names = [args.get("prefill_attention_backend") or default, args.get("decode_attention_backend") or default]
+    for name in [n for i, n in enumerate(names) if n and n not in names[:i]]:
+        gate = gates.get(name)
+        if gate is None:
+            continue
+        major = sm // 10
+        fails = {"fa3": not ((major == 8 and not mla) or major == 9), "trtllm_mla": not mla,
+                 "trtllm_mha": mla}[name]
+        if fails:
+            line, func, code, exc_type, text = gate
+            return _fail("attention_init", exc_type, text,
+                         f"sglang {version} sglang/srt/layers/attention/attention_registry.py:{line}",
+                         ("sglang/srt/layers/attention/attention_registry.py", line, func, code, None, False))
+    return None
 
 
 # ServerArgs reads the model's config through sglang's get_config -> transformers' AutoConfig.from_pretrained; a

@@ -144,7 +144,8 @@ class Server:
         # where this launch dies for backend / quantization / GPU reasons (failure_model.py), None: it serves
         self.failure = failure_model.launch_failure(version, args, self.sm,
                                                     model_facts(args.get("model_path") or "")[1], env=os.environ,
-                                                    gpu_mem_mib=self.gpu["memory_total_mib"])
+                                                    gpu_mem_mib=self.gpu["memory_total_mib"],
+                                                    mla=model_facts(args.get("model_path") or "")[3])
         self.quant = args.get("quantization")
         self.served_name = args.get("served_model_name") or args.get("model_path")
         self.status = "Starting"  # ServerStatus.Starting / Up / UnHealthy
@@ -501,6 +502,9 @@ class Server:
         avail -= kv_gb
         self.state.phase(used_gb=total_gb - avail, util=0)
         self.ranks(lambda r: self.t(T.MEM_POOL_END_9 if self.version == "0.5.9" else T.MEM_POOL_END_23, avail=avail))
+        if self.failure is not None and self.failure.stage == "attention_init":
+            # the attention backend's factory refuses the GPU or the model (failure_model._attention_gate)
+            self.scheduler_crash_at("attention_init", self.failure)
         self.max_running = self.max_num_reqs(tokens, a.get("max_running_requests"))
 
         # the first MoE forward dies (failure_model.py): in flashinfer autotune where it runs, else in CUDA graph
@@ -959,7 +963,7 @@ def main(argv=None) -> int:
     gpu = gpustate.gpu_info(gpustate.profile())
     failure = failure_model.launch_failure(version, args, gpu["sm"], model_facts(args.get("model_path") or "")[1],
                                            env=os.environ, gpu_mem_mib=gpu["memory_total_mib"],
-                                           path_exists=os.path.exists)
+                                           path_exists=os.path.exists, mla=model_facts(args.get("model_path") or "")[3])
     if failure is not None and failure.stage == "server_args":
         # ServerArgs resolution raises in the launching process: what it logged before the failing step, the
         # traceback, exit status 1, no scheduler

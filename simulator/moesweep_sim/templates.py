@@ -651,6 +651,29 @@ S23_SET_DEVICE = S23_INIT_TO_LOAD_MODEL[:1] + [
     ('sglang/srt/distributed/bootstrap.py', 133, 'init_parallel_runtime',
      'torch.get_device_module(device).set_device(get_device().gpu_id)', None, False),
 ]
+# The attention backend's factory, called when the model runner builds its attention backend, after the KV pool and
+# before any kernel warm-up (0.5.9 ModelRunner.initialize -> init_attention_backend; 0.5.23 Scheduler.init_model_worker
+# -> init_all_attention_backends, whose frames from build_attention_backends down to the factory's call are left out).
+S9_ATTENTION_INIT = S9_INIT_TO_MODEL_RUNNER + [
+    ('sglang/srt/model_executor/model_runner.py', 607, 'initialize', 'self.init_attention_backend()', None, False),
+    ('sglang/srt/model_executor/model_runner.py', 1737, 'init_attention_backend',
+     'self.attn_backend = self._get_attention_backend()', (20, 29), False),
+    ('sglang/srt/model_executor/model_runner.py', 1781, '_get_attention_backend',
+     'attn_backend = self._get_attention_backend_from_str(', None, False),
+    ('sglang/srt/model_executor/model_runner.py', 1798, '_get_attention_backend_from_str',
+     'full_attention_backend = ATTENTION_BACKENDS[backend_str](self)', (25, 37), False),
+]
+S23_ATTENTION_INIT = S23_INIT_TO_LOAD_MODEL[:2] + [
+    ('sglang/srt/managers/scheduler.py', 1145, 'init_model_worker', 'self.init_all_attention_backends()', None, False),
+    ('sglang/srt/managers/scheduler.py', 1115, 'init_all_attention_backends',
+     'self.tp_worker.init_attention_backends()', None, False),
+    ('sglang/srt/managers/tp_worker.py', 429, 'init_attention_backends',
+     'self.model_runner.init_attention_backends()', None, False),
+    ('sglang/srt/model_executor/model_runner.py', 1122, 'init_attention_backends',
+     'backends = build_attention_backends(model_runner=self)', (11, 43), False),
+    ('sglang/srt/model_executor/model_runner_components/attention_backend_setup.py', 283,
+     '_build_full_attention_backend_from_str', 'return ATTENTION_BACKENDS[backend_str](model_runner)', (7, 45), False),
+]
 # What the failing rank logs before it re-raises (the except clause around that set_device)
 DEVICE_CONTEXT_9 = Tpl("sglang", "sglang/srt/model_executor/model_runner.py", V9, (
     "Context: {device} {gpu_id} {cvd} {tp_rank} {tp_size}",))
@@ -664,6 +687,8 @@ TORCH_INVALID_DEVICE = Tpl("torch", "c10/cuda/CUDAException.cpp", ALL, (
     "For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
     "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n",))
 STARTUP_PREFIX = {
+    ("0.5.9", "attention_init"): S9_ATTENTION_INIT,
+    ("0.5.23", "attention_init"): S23_ATTENTION_INIT,
     ("0.5.9", "model_init"): S9_NVFP4[:-1],
     ("0.5.9", "autotune"): S9_TRTLLM[:len(S9_INIT_TO_MODEL_RUNNER) + 5],
     ("0.5.23", "model_init"): S23_INIT_TO_LOAD_MODEL,
@@ -671,6 +696,8 @@ STARTUP_PREFIX = {
 }
 
 TRACEBACKS = {
+    ("0.5.9", "attention_init"): S9_ATTENTION_INIT,
+    ("0.5.23", "attention_init"): S23_ATTENTION_INIT,
     ("0.5.9", "set_device"): S9_SET_DEVICE,
     ("0.5.23", "set_device"): S23_SET_DEVICE,
     ("0.5.23", "allreduce_fusion"): S23_ALLREDUCE_FUSION,

@@ -254,3 +254,42 @@ def test_standalone_server_does_what_the_model_says(tmp_path, version, gpu, extr
         assert rc == -signal.SIGKILL
         assert log.index("Load weight begin") < log.index(exc.splitlines()[0])
         assert ("Load weight end" in log) == (stage == "first_forward")
+
+
+# ------------------------------------------------------------------------------ the attention backends' gates
+# The simulator's derivation of the attention factories' gates (failure_model._attention_gate) against sglang's own
+# code: the controller's dry run of the pinned wheels (plugins/plugin_utils/sglang_sandbox.py), which calls each
+# factory with a stand-in runner. (version, SM, model, --attention-backend)
+ATTENTION_CELLS = [
+    ("0.5.9", 120, "Qwen/Qwen3-30B-A3B", "fa3"),
+    ("0.5.9", 90, "Qwen/Qwen3-30B-A3B", "fa3"),
+    ("0.5.9", 100, "Qwen/Qwen3-30B-A3B", "trtllm_mla"),
+    ("0.5.9", 100, "Qwen/Qwen3-30B-A3B", "trtllm_mha"),
+    ("0.5.23", 120, "zai-org/GLM-5", "fa3"),
+    ("0.5.23", 90, "zai-org/GLM-5", "fa3"),
+    ("0.5.23", 100, "zai-org/GLM-5", "trtllm_mha"),
+    ("0.5.23", 100, "zai-org/GLM-5", "trtllm_mla"),
+    ("0.5.23", 100, "Qwen/Qwen3-30B-A3B", "trtllm_mla"),
+]
+
+
+@pytest.mark.parametrize("version,sm,model,backend", ATTENTION_CELLS,
+                         ids=[f"{v}-sm{sm}-{m.split('/')[1]}-{b}" for v, sm, m, b in ATTENTION_CELLS])
+def test_the_simulator_refuses_an_attention_backend_where_sglangs_own_code_does(version, sm, model, backend):
+    from ansible_collections.moesweep.sweep.plugins.plugin_utils import sglang_sandbox
+    from moesweep_sim import sglang_server
+
+    try:
+        sglang_sandbox.prepare(version)
+    except sglang_sandbox.SandboxError as exc:
+        pytest.skip(f"the pinned wheels cannot be fetched here ({str(exc)[:160]})")
+    real = sglang_sandbox.dry_run_point(version, ["--model-path", model, "--tp", "8", "--attention-backend", backend],
+                                        {}, {"sm": f"sm{sm}", "gpu_count": 8})
+    assert real["verdict"] in ("accepted", "refused"), real.get("reason")
+    _w, cls, _kv, mla, *_ = sglang_server.model_facts(model)
+    sim = failure_model.launch_failure(version, {"model_path": model, "tp_size": 8, "attention_backend": backend},
+                                       sm, cls, mla=mla)
+    real_dies_here = real["verdict"] == "refused" and real["stage"] == "attention_init"
+    assert (sim is not None and sim.stage == "attention_init") == real_dies_here, (real.get("error"), sim)
+    if real_dies_here:
+        assert sim.exc.endswith(real["error"]["message"]) and sim.frame[1] == real["error"]["line"]

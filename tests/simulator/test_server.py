@@ -867,7 +867,7 @@ def test_0523_nvfp4_auto_on_sm120_says_why_it_runs_flashinfer_cutlass(sims):
 ])
 def test_schedulers_beyond_the_gpus_die_at_set_device(sims, version, context):
     # tp 8 x dp 2 on the 8 simulated GPUs: the second DP group's schedulers take GPUs 8-15
-    s = sims(["--model-path", "/m", "--tp", "8", "--dp", "2"], version=version)
+    s = sims(["--model-path", MODEL, "--tp", "8", "--dp", "2"], version=version)
     assert s.wait_exit() == -signal.SIGKILL
     log = s.log()
     assert f"DP1 TP0] {context}\n" in log
