@@ -64,6 +64,18 @@ def simulate(cell, sim_version="0.5.15"):
             "decisive_line": (r.get("decisive_line") or "")[:300]}
 
 
+def sim_version(cell, version="0.5.15"):
+    """The version the simulator emulates for the cell, None where it has none (it would fall back to another)."""
+    sys.path.insert(0, os.path.join(REPO, "simulator"))
+    from moesweep_sim import sglang_server
+
+    return version if version in sglang_server.SUPPORTED else None
+
+
+def verdict_mark(agrees):
+    return {None: " (no claim)", True: "", False: " **differs**"}[agrees]
+
+
 def main():
     results = sys.argv[1]
     run = json.load(open(os.path.join(results, "run.json")))
@@ -90,16 +102,23 @@ def main():
             "latency_after_traceback_s": cell.get("latency_after_traceback_s"),
         }
         real_runs = live["state"] == "ready"
-        row["preflight_agrees"] = (planned["verdict"] in ("supported", "warn") and real_runs) or (
-            planned["verdict"] == "unsupported" and not real_runs)
-        row["sim_agrees"] = (sim["state"] == live["state"]) and (sim["cause"] == live.get("cause"))
-        row["classifier_agrees"] = (offline["state"] == live["state"]
-                                    and offline.get("cause") == live.get("cause"))
+        # A timeout here is the run's own cut-off (its readiness timeout, set by the device budget), not the
+        # server's verdict: the real outcome is unknown, the log only says how far the start had come.
+        row["cut_off"] = live["state"] == "timeout"
+        # "unknown" claims nothing; the simulator emulates only the versions it has the wheels' text of.
+        row["preflight_agrees"] = None if planned["verdict"] == "unknown" or row["cut_off"] else (
+            (planned["verdict"] in ("supported", "warn") and real_runs)
+            or (planned["verdict"] == "unsupported" and not real_runs))
+        row["sim_version"] = sim_version(planned)
+        row["sim_agrees"] = None if row["cut_off"] or not row["sim_version"] else (
+            (sim["state"] == live["state"]) and (sim["cause"] == live.get("cause")))
+        row["classifier_agrees"] = (offline["state"] == "starting" if row["cut_off"] else
+                                    offline["state"] == live["state"] and offline.get("cause") == live.get("cause"))
         rows.append(row)
     with open(os.path.join(results, "comparison.json"), "w") as fh:
         json.dump(rows, fh, indent=1, sort_keys=True)
         fh.write("\n")
-    head = ("| model | backend | real (cause, phase) | classifier offline | preflight | simulator | latency s |\n"
+    head = ("| model | backend | real (outcome, phase reached) | classifier offline | preflight | simulator | latency s |\n"
             "|---|---|---|---|---|---|---|\n")
     lines = []
     for r in rows:
@@ -107,12 +126,15 @@ def main():
             lines.append("| {} | {} | {} | | | | |".format(r["model"], r["backend"], r["real"]))
             continue
         lat = r["latency_after_fired_up_s"] if r["real"] == "ready" else r["latency_after_traceback_s"]
-        lines.append("| {} | {} | {} ({}, {}) | {}{} | {} {} | {} ({}){} | {} |".format(
-            r["model"], r["backend"], r["real"], r["real_cause"] or "-", r["real_phase"] or "-",
-            r["offline"], "" if r["classifier_agrees"] else " **differs**",
-            r["preflight"], "" if r["preflight_agrees"] else "**wrong**",
-            r["sim"], r["sim_cause"] or "-", "" if r["sim_agrees"] else " **differs**",
-            "-" if lat is None else f"{lat:.3f}"))
+        real = ("cut off at {:.0f} s, still starting".format(r["real_elapsed_s"]) if r["cut_off"]
+                else "{} ({}".format(r["real"], r["real_cause"] or "-"))
+        sim = ("not emulated (sglang 0.5.15)" if not r["sim_version"]
+               else "{} ({}){}".format(r["sim"], r["sim_cause"] or "-", verdict_mark(r["sim_agrees"])))
+        lines.append("| {} | {} | {}, {}) | {}{} | {}{} | {} | {} |".format(
+            r["model"], r["backend"], real if not r["cut_off"] else "(" + real, r["real_phase"] or "-",
+            r["offline"], verdict_mark(r["classifier_agrees"]),
+            r["preflight"], verdict_mark(r["preflight_agrees"]).replace("differs", "wrong"),
+            sim, "-" if lat is None else f"{lat:.3f}"))
     with open(os.path.join(results, "comparison.md"), "w") as fh:
         fh.write(head + "\n".join(lines) + "\n")
     print(head + "\n".join(lines))

@@ -187,3 +187,13 @@ def test_a_one_gpu_communicator_connects_nothing():
     assert s["nccl_version"] == "2.28.9" and s["nranks"] == 1 and s["single_rank"] and not s["found"]
     assert s["channels"] == 32 and nl.evidence(s) == [] and nl.what_would_change(s) == []
     assert nl.parse(text)["ranks"][0]["bus_id"] == "60"
+
+
+def test_a_real_h100s_one_rank_communicator():
+    """The device's recording (h100-x1-20261207/SOURCES.md): NCCL's own lines for one H100 agree with the composed
+    ones above - its version, one rank, its channel count from the rings, no pair and no missing log."""
+    s = nl.read((NCCL / "h100-x1-20261207" / "nccl-world1-allreduce.txt").read_text())
+    assert s["nccl_version"] == "2.28.9" and s["nranks"] == 1 and s["nnodes"] == 1
+    assert s["single_rank"] and not s["found"] and s["pairs"] == [] and s["refusals"] == []
+    assert s["channels"] == 64
+    assert nl.evidence(s) == [] and nl.what_would_change(s) == []
