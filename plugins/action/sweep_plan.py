@@ -5,6 +5,7 @@
 
 import os
 
+from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 from ansible_collections.moesweep.sweep.plugins.module_utils import bench_serving
 from ansible_collections.moesweep.sweep.plugins.plugin_utils import (
@@ -19,6 +20,10 @@ from ansible_collections.moesweep.sweep.plugins.plugin_utils import (
     records,
 )
 from ansible_collections.moesweep.sweep.plugins.plugin_utils.spread import comparable_facts, spread_points
+
+# The GSM8K test split the collection ships (data/gsm8k/SOURCES.md): what the accuracy stage copies by default.
+SHIPPED_GSM8K = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                             "data", "gsm8k", "test.jsonl")
 
 ARGUMENT_SPEC = dict(
     backend=dict(type="raw"),
@@ -234,6 +239,23 @@ class ActionModule(ActionBase):
     _requires_connection = False
     _supports_check_mode = True
 
+    def _accuracy_data(self, given):
+        """The accuracy settings with ``data_src`` resolved to the controller file the stage will copy: the shipped
+        GSM8K split when empty, a relative path found as ansible.builtin.copy finds its src."""
+        src = given.get("data_src") or ""
+        if not src:
+            return dict(given, data_src=SHIPPED_GSM8K)
+        src = os.path.expanduser(str(src))
+        if not os.path.isabs(src):
+            try:
+                src = self._find_needle("files", src)
+            except AnsibleError:
+                raise plan_checks.PlanError(
+                    "sglang_bench_accuracy_data_src=%s is not found on the controller (looked for it as "
+                    "ansible.builtin.copy does, under the playbook's files/ and folder): give its absolute path, or "
+                    "leave it empty for the shipped data/gsm8k/test.jsonl" % given.get("data_src")) from None
+        return dict(given, data_src=src)
+
     def run(self, tmp=None, task_vars=None):
         super().run(tmp, task_vars)
         params = action_args.validated("sweep_plan", ARGUMENT_SPEC, self._task.args)
@@ -244,6 +266,7 @@ class ActionModule(ActionBase):
                 task_vars.get("ansible_play_hosts") or [], params.get("host") or task_vars.get("inventory_hostname"),
                 (task_vars.get(nodes.PORT_VAR) if task_vars.get(nodes.PORT_VAR) is not None else nodes.DEFAULT_PORT))
         try:
+            params["accuracy"] = self._accuracy_data(params.get("accuracy") or {})
             sweep = plan(params)
         except plan_checks.PlanError as exc:
             return {"failed": True, "changed": False, "msg": "sweep refused before any point ran: %s" % exc}

@@ -111,9 +111,11 @@ options:
     description:
       - The accuracy stage's settings - C(enabled), C(questions), C(shots), C(threshold) (null - the model family's
         published figure, when one exists) and C(reference) (the backend the others are compared with; null - the
-        first point that passes). Checked before any point (a subset of 0 or more questions than the shipped data
-        holds, a threshold outside 0..1, a reference that is not a point of the sweep are refused); the plan's
-        C(accuracy) holds them resolved.
+        first point that passes), and C(data_src) (the controller's GSM8K file the stage copies to the host; empty -
+        the shipped C(data/gsm8k/test.jsonl); a relative path is found as M(ansible.builtin.copy) finds its C(src)).
+        Checked before any point (a subset of 0 or more questions than the data holds, a threshold outside 0..1, a
+        reference that is not a point of the sweep, a GSM8K file that is missing, unreadable, not sglang's JSONL
+        rows or with an answer without a number are refused); the plan's C(accuracy) holds them resolved.
     type: dict
     default: {}
   numbers:

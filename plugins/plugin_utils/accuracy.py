@@ -7,6 +7,9 @@
   more than the shipped data holds, a threshold outside 0..1, a reference backend that is not a point of the sweep are
   refused, naming the fix), with the absolute threshold resolved: the user's, else the published figure of the
   model's family (``FAMILY_THRESHOLDS``), else none (the accuracy is then judged against the reference only).
+* ``data_file_questions``: the GSM8K file the stage will copy to the host, read on the controller as the evaluator
+  reads it (``module_utils/gsm8k.py``, the host's own check) - missing, unreadable, malformed or too short for the
+  subset is refused at plan time, before anything on the host changes, not after the first point's restart.
 * ``two_proportion_test``: is a point's accuracy lower than the reference's by more than the sampling noise of the
   subset? The pooled two-proportion z-test, one-sided (H1: the point's share of correct answers is lower):
   z = (p_ref - p) / sqrt(q (1 - q) (1/n_ref + 1/n)), q = (x_ref + x) / (n_ref + n); the drop is flagged when
@@ -21,7 +24,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import math
+import os
 import re
+
+from ansible_collections.moesweep.sweep.plugins.module_utils import gsm8k
 
 ALPHA = 0.05
 # The GSM8K test split in data/gsm8k/ (SOURCES.md there).
@@ -68,24 +74,52 @@ def _integer(name, value):
     return value
 
 
+def data_file_questions(path, questions, shots):
+    """How many questions the GSM8K file at ``path`` (on the controller) holds, once it is read as sglang's
+    evaluator reads it and its first ``questions`` answers give a number. Raises AccuracySettingsError naming the
+    file, the problem and the fix."""
+    fix = ("give a JSONL file of GSM8K rows ({\"question\": ..., \"answer\": \"... #### 42\"}) with "
+           "sglang_bench_accuracy_data_src, or leave it empty for the shipped data/gsm8k/test.jsonl")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except (IOError, OSError, UnicodeDecodeError) as exc:
+        raise AccuracySettingsError("sglang_bench_accuracy_data_src=%s cannot be read on the controller (%s): %s"
+                                    % (path, getattr(exc, "strerror", None) or exc, fix)) from None
+    try:
+        rows = gsm8k.read_lines(text)
+        if not rows:
+            raise gsm8k.AccuracyInputError("it holds no question")
+        gsm8k.check_inputs(questions, shots, len(rows))
+        gsm8k.labels(rows, questions)
+    except gsm8k.AccuracyInputError as exc:
+        raise AccuracySettingsError("sglang_bench_accuracy_data_src=%s: %s (%s)" % (path, exc, fix)) from None
+    return len(rows)
+
+
 def plan_settings(given, points, model_path, available=SHIPPED_QUESTIONS):
     """The accuracy settings of a sweep: {enabled, questions, shots, threshold, threshold_source, reference, alpha}.
-    ``given``: {enabled, questions, shots, threshold, reference} (the role's variables and -e accuracy_reference).
-    ``points``: the sweep's points (a list, or 'compatible' before the knowledge base resolved them: then any name of
-    ``points_known`` is accepted by the caller)."""
+    ``given``: {enabled, questions, shots, threshold, reference, data_src} (the role's variables and
+    -e accuracy_reference; ``data_src``: the controller's path of the GSM8K file the stage copies, read here when the
+    stage is on). ``points``: the sweep's points (a list, or 'compatible' before the knowledge base resolved them:
+    then any name of ``points_known`` is accepted by the caller)."""
     given = dict(given or {})
     enabled = given.get("enabled", True)
     if isinstance(enabled, str):
         enabled = enabled.strip().lower() in ("1", "true", "yes", "on")
     questions = _integer("sglang_bench_accuracy_questions", given.get("questions", 200))
     shots = _integer("sglang_bench_accuracy_shots", given.get("shots", 5))
+    data_src = given.get("data_src") or None
+    if enabled and data_src:
+        available = data_file_questions(os.path.expanduser(str(data_src)), max(questions, 1), shots)
     if questions < 1:
         raise AccuracySettingsError("sglang_bench_accuracy_questions=%d: the subset must hold at least 1 question "
                                     "(the default is 200); turn the stage off with sglang_bench_accuracy_enabled=false"
                                     % questions)
     if questions > available:
-        raise AccuracySettingsError("sglang_bench_accuracy_questions=%d: the shipped GSM8K test split holds %d "
-                                    "questions; ask at most %d" % (questions, available, available))
+        source = "GSM8K file %s" % data_src if data_src else "shipped GSM8K test split"
+        raise AccuracySettingsError("sglang_bench_accuracy_questions=%d: the %s holds %d questions; ask at most %d"
+                                    % (questions, source, available, available))
     if not 0 <= shots <= available:
         raise AccuracySettingsError("sglang_bench_accuracy_shots=%d is outside 0..%d (sglang's default is 5)"
                                     % (shots, available))

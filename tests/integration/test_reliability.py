@@ -239,6 +239,16 @@ def test_49_a_model_path_the_host_lacks_is_refused_and_recorded_as_given(host):
     assert record["status"] == "refused" and record["model"] == {"local_path": "/models/does-not-exist"}, record
 
 
+def test_49_a_missing_gsm8k_file_is_refused_by_the_plan_not_after_a_restart(host, tmp_path):
+    # the accuracy stage's data file is read on the controller when the sweep is planned: before, a missing file
+    # surfaced after the point's restart and smoke check, as Ansible's "'__sglang_bench_accuracy' is undefined"
+    before = state(host)
+    run, out = sweep_point(host, "triton", bench=True, sglang_bench_accuracy_data_src=str(tmp_path / "gsm8k.jsonl"))
+    assert run.rc != 0 and "sweep refused before any point ran" in out.failed_msg, out.failed_msg
+    assert "sglang_bench_accuracy_data_src=%s cannot be read" % (tmp_path / "gsm8k.jsonl") in out.failed_msg
+    assert state(host) == before
+
+
 def test_49_a_refusal_after_the_plan_never_costs_the_healthy_server_a_restart(host, tmp_path):
     # the plan's knowledge base accepts the point, so the sweep would stop the serving server early for it; the
     # point's own checks then refuse it (its model path is not on the host): the server must never have stopped

@@ -187,3 +187,21 @@ def test_an_unreachable_precision_is_warned_about_when_the_sweep_is_planned(tmp_
     display.warning.assert_called_once_with(warning)
     assert run(tmp_path, backend="flashinfer_cutlass", bench_settings=dict(settings, precision=0.02))[
         "moesweep_sweep"]["warnings"] == []
+
+
+def test_the_gsm8k_file_is_found_as_the_copy_would_find_it_or_refused(tmp_path):
+    # empty: the shipped split, read at plan time; a relative path not found as ansible.builtin.copy looks for it
+    # is refused naming the fix; an absolute one that is there is read
+    assert "moesweep_sweep" in run(tmp_path, backend="triton", accuracy={"data_src": ""})
+    from ansible.errors import AnsibleError
+
+    with mock.patch.object(action.ActionModule, "_find_needle", side_effect=AnsibleError("not found")):
+        res = run(tmp_path, backend="triton", accuracy={"data_src": "my/gsm8k.jsonl"})
+    assert res["failed"]
+    assert "sglang_bench_accuracy_data_src=my/gsm8k.jsonl is not found on the controller" in res["msg"]
+    good = tmp_path / "gsm8k.jsonl"
+    good.write_text('{"question": "q", "answer": "#### 4"}\n' * 10)
+    res = run(tmp_path, backend="triton", accuracy={"data_src": str(good), "questions": 11, "shots": 1})
+    assert res["failed"] and "the subset asks 11 questions but the GSM8K data holds 10" in res["msg"]
+    assert run(tmp_path, backend="triton", accuracy={"data_src": str(good), "questions": 10, "shots": 1})[
+        "moesweep_sweep"]["accuracy"]["questions"] == 10

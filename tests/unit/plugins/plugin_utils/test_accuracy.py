@@ -8,6 +8,7 @@ import re
 
 import pytest
 from ansible_collections.moesweep.sweep.plugins.plugin_utils import accuracy, records, restore, status, summary
+from helpers.paths import REPO
 
 POINTS = ["flashinfer_cutlass", "triton"]
 GLM5 = "lukealonso/GLM-5-NVFP4"
@@ -29,6 +30,40 @@ GLM5 = "lukealonso/GLM-5-NVFP4"
 def test_bad_settings_are_refused_naming_the_fix(given, needle):
     with pytest.raises(accuracy.AccuracySettingsError, match=re.escape(needle)):
         accuracy.plan_settings(given, POINTS, GLM5)
+
+
+SHIPPED = REPO / "data" / "gsm8k" / "test.jsonl"
+ROW = '{"question": "Two plus two?", "answer": "2 + 2 = 4\\n#### 4"}\n'
+
+
+@pytest.mark.parametrize("text,questions,needle", [
+    (None, 5, "cannot be read on the controller (No such file or directory)"),
+    ("", 5, "it holds no question"),
+    (ROW * 3 + "{not json\n", 2, "line 4 of the GSM8K data is not JSON"),
+    (ROW + '{"question": "q"}\n', 1, "line 2 of the GSM8K data has no question and answer strings"),
+    (ROW * 3, 5, "the subset asks 5 questions but the GSM8K data holds 3"),
+    ('{"question": "q", "answer": "none"}\n' + ROW * 5, 3, "question 0 of the GSM8K data has no number"),
+])
+def test_the_gsm8k_file_the_stage_would_copy_is_read_at_plan_time(tmp_path, text, questions, needle):
+    # the plan reads the file as sglang's evaluator reads it (module_utils/gsm8k.py, the host's own check), so a
+    # file the stage could not use is refused before anything on the host changes
+    path = tmp_path / "gsm8k.jsonl"
+    if text is not None:
+        path.write_text(text)
+    with pytest.raises(accuracy.AccuracySettingsError) as err:
+        accuracy.plan_settings({"questions": questions, "shots": 1, "data_src": str(path)}, POINTS, GLM5)
+    assert str(err.value).startswith(f"sglang_bench_accuracy_data_src={path}") and needle in str(err.value)
+    assert "leave it empty for the shipped data/gsm8k/test.jsonl" in str(err.value)
+
+
+def test_a_good_gsm8k_file_sets_how_many_questions_may_be_asked(tmp_path):
+    path = tmp_path / "gsm8k.jsonl"
+    path.write_text("# a comment line, skipped as read_jsonl skips it\n" + ROW * 7)
+    got = accuracy.plan_settings({"questions": 7, "shots": 2, "data_src": str(path)}, POINTS, GLM5)
+    assert got["questions"] == 7
+    assert accuracy.data_file_questions(str(SHIPPED), 200, 5) == accuracy.SHIPPED_QUESTIONS
+    # off: the file is not read
+    assert not accuracy.plan_settings({"enabled": False, "data_src": str(tmp_path / "none")}, POINTS, GLM5)["enabled"]
 
 
 def test_settings_resolve_the_family_threshold_unless_given():
