@@ -118,8 +118,8 @@ def main():
     with open(os.path.join(results, "comparison.json"), "w") as fh:
         json.dump(rows, fh, indent=1, sort_keys=True)
         fh.write("\n")
-    head = ("| model | backend | real (outcome, phase reached) | classifier offline | preflight | simulator | latency s |\n"
-            "|---|---|---|---|---|---|---|\n")
+    head = ("| model | backend | real (outcome, phase reached) | classifier offline | preflight | simulator "
+            "| latency s |\n|---|---|---|---|---|---|---|\n")
     lines = []
     for r in rows:
         if "offline" not in r:
