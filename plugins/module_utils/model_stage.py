@@ -70,18 +70,32 @@ def mismatches(files, seen):
     return out
 
 
-def record(repo_id, revision, local_dir, files):
+def record(repo_id, revision, local_dir, files, stats):
+    """The marker of a verified stage: each file's hub size and sha256 with the size and mtime (ns) it had on the disk
+    when it was verified - what vouches for it on the next stage without reading it again. ``stats``:
+    {name: (size, mtime_ns)}."""
     return {"repo_id": repo_id, "revision": revision, "local_path": local_dir,
             "bytes": sum(f["size"] for f in files),
-            "files": dict((f["name"], {"size": f["size"], "sha256": f.get("sha256")}) for f in files)}
+            "files": dict((f["name"], {"size": f["size"], "sha256": f.get("sha256"),
+                                       "mtime_ns": (stats.get(f["name"]) or (None, None))[1]}) for f in files)}
 
 
-def already_staged(marker, repo_id, revision, files, sizes):
-    """Whether the marker of an earlier stage names this revision and these files, and every file still has its
-    size (the sha256s were checked when the marker was written)."""
+def vouched(marker, repo_id, revision, files, stats):
+    """The files an earlier stage's marker still vouches for: it names this revision and this set of files, and the
+    file has the hub's size and the size and mtime it had when its sha256 was checked. Any write to a file (a byte
+    flipped in place, a copy over it) moves its mtime, so it is read again; a marker written before mtimes were
+    recorded vouches by size alone, as it did. ``stats``: {name: (size, mtime_ns)} of the files on the disk."""
     if not isinstance(marker, dict) or marker.get("repo_id") != repo_id or marker.get("revision") != revision:
-        return False
-    names = dict((f["name"], f["size"]) for f in files)
-    if set((marker.get("files") or {}).keys()) != set(names):
-        return False
-    return all(sizes.get(name) == size for name, size in names.items())
+        return set()
+    recorded = marker.get("files") or {}
+    if set(recorded) != set(f["name"] for f in files):
+        return set()
+    out = set()
+    for f in files:
+        entry, got = recorded.get(f["name"]) or {}, stats.get(f["name"])
+        if got is None or got[0] != f["size"] or entry.get("size") != f["size"]:
+            continue
+        if "mtime_ns" in entry and entry["mtime_ns"] != got[1]:
+            continue
+        out.add(f["name"])
+    return out

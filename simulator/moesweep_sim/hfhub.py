@@ -32,7 +32,9 @@ is LFS when ``.gitattributes`` names its suffix with ``filter=lfs``, as the hub'
 Fault knobs (environment of the server): ``MOESWEEP_SIM_HUB_CUT_AFTER=N`` ends the first GET of each LFS file
 after N bytes (an interrupted download), ``MOESWEEP_SIM_HUB_CORRUPT=path`` serves that file with its last byte
 flipped (a corrupted download: its sha256 no longer matches ``X-Linked-Etag``), ``MOESWEEP_SIM_HUB_RATE=B`` serves
-the body of each LFS file at about B bytes per second (a download long enough to watch its progress).
+the body of each LFS file at about B bytes per second (a download long enough to watch its progress),
+``MOESWEEP_SIM_HUB_DOWN_AFTER_CUT=1`` makes the hub go away at that cut (it stops listening: every later request is
+refused, as in a hub outage or a mirror that went down mid-download).
 """
 
 from __future__ import annotations
@@ -100,6 +102,7 @@ class Hub(http.server.ThreadingHTTPServer):
         self.cut_after = int(os.environ.get("MOESWEEP_SIM_HUB_CUT_AFTER") or 0)
         self.corrupt = os.environ.get("MOESWEEP_SIM_HUB_CORRUPT") or ""
         self.rate = int(os.environ.get("MOESWEEP_SIM_HUB_RATE") or 0)
+        self.down_after_cut = os.environ.get("MOESWEEP_SIM_HUB_DOWN_AFTER_CUT") == "1"
         self.cut_done: set[str] = set()
         self.requests: list[tuple[str, str, str]] = []  # (method, path, Range header): what the client asked
         self.lock = threading.Lock()
@@ -213,6 +216,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.flush()
             self.close_connection = True
             self.connection.shutdown(2)
+            if self.server.down_after_cut:
+                # from another thread: shutdown() waits for serve_forever, which this handler's thread is not
+                threading.Thread(target=lambda: (self.server.shutdown(), self.server.server_close()),
+                                 daemon=True).start()
             return
         if self.server.rate and "lfs" in entry:
             chunk = max(1, self.server.rate // 10)  # ten writes a second

@@ -5,6 +5,7 @@ refused before any byte moves naming the sizes, a cut download resumes, a corrup
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -109,14 +110,60 @@ def test_a_cut_download_resumes_and_a_corrupted_file_is_fetched_again(python, hu
     assert "ChunkedEncodingError" in again["interrupted"][0], again
     assert [r[2] for r in server.requests if r[0] == "GET" and r[1].endswith("model.safetensors") and r[2]] == [
         f"bytes={10 << 20}-"]
-    # a copy that no longer matches (bit rot, a bad mirror): the next stage finds it and fetches it again
-    (tmp_path / "model" / ms.MARKER).unlink()
-    data = bytearray((tmp_path / "model" / "model.safetensors").read_bytes())
-    data[-1] ^= 0xFF
-    (tmp_path / "model" / "model.safetensors").write_bytes(bytes(data))
+    # one byte flipped in place, the size the same (bit rot, a bad copy): the marker no longer vouches for the file
+    # (its mtime moved), so the next stage reads it, finds it is not the hub's and fetches it again
+    weights = tmp_path / "model" / "model.safetensors"
+    with open(weights, "r+b") as fh:
+        fh.seek(-1, 2)
+        last = fh.read(1)
+        fh.seek(-1, 2)
+        fh.write(bytes([last[0] ^ 0xFF]))
     fixed = stage(args, monkeypatch)
     assert not fixed["failed"] and fixed["refetched"] == ["model.safetensors"], fixed
-    assert (tmp_path / "model" / "model.safetensors").read_bytes() == (repo / "model.safetensors").read_bytes()
+    assert fixed["verified"] == ["model.safetensors"] and fixed["downloaded"] is True
+    assert weights.read_bytes() == (repo / "model.safetensors").read_bytes()
+
+
+def test_a_rerun_reads_only_what_the_marker_no_longer_vouches_for(python, hub, tmp_path, monkeypatch):
+    server, url, repo = hub()
+    args = {"repo_id": REPO_ID, "local_dir": str(tmp_path / "model"), "python": python, "endpoint": url}
+    assert not stage(args, monkeypatch)["failed"]
+    gets = len([r for r in server.requests if r[0] == "GET" and "/resolve/" in r[1]])
+    quick = stage(args, monkeypatch)
+    assert quick["changed"] is False and quick["verified"] == []  # nothing read: size and mtime vouch
+    # touched, not changed (a copy back, a restore from backup): read once, found the hub's, nothing fetched, and
+    # the marker learns the new mtime so the next stage reads nothing again
+    weights = tmp_path / "model" / "model.safetensors"
+    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 10**9))
+    touched = stage(args, monkeypatch)
+    assert touched["changed"] is False and touched["verified"] == ["model.safetensors"]
+    assert touched["refetched"] == [] and stage(args, monkeypatch)["verified"] == []
+    # verify=full reads every LFS file whatever the marker says
+    full = stage(dict(args, verify="full"), monkeypatch)
+    assert full["changed"] is False and full["verified"] == ["model.safetensors"]
+    assert len([r for r in server.requests if r[0] == "GET" and "/resolve/" in r[1]]) == gets  # nothing fetched
+
+
+def test_a_hub_that_goes_away_mid_download_is_named_and_what_arrived_is_kept(python, hub, tmp_path, monkeypatch):
+    # the hub stops listening at the cut: snapshot_download would return the directory as it is (a warning only)
+    _server, url, repo = hub(weight_bytes=24 << 20, MOESWEEP_SIM_HUB_CUT_AFTER=str(12 << 20),
+                             MOESWEEP_SIM_HUB_DOWN_AFTER_CUT="1")
+    args = {"repo_id": REPO_ID, "local_dir": str(tmp_path / "model"), "python": python, "endpoint": url}
+    out = stage(args, monkeypatch)
+    assert out["failed"] and f"failed for {REPO_ID} 3 times" in out["msg"], out
+    assert "the hub could not be reached: " in out["msg"] and "Connection refused" in out["msg"], out["msg"]
+    assert "still differ" not in out["msg"]
+    partial = list((tmp_path / "model" / ".cache" / "huggingface" / "download").rglob("*.incomplete"))
+    assert partial and sum(p.stat().st_size for p in partial) >= 10 << 20
+    kept = sum(p.stat().st_size for p in partial)
+    assert f"{kept} bytes of unfinished files are kept" in out["msg"]
+    # the hub back (another address): the next stage asks only for the rest
+    monkeypatch.delenv("MOESWEEP_SIM_HUB_DOWN_AFTER_CUT")
+    server, url, _repo = hub(weight_bytes=24 << 20)
+    again = stage(dict(args, endpoint=url), monkeypatch)
+    assert not again["failed"], again
+    assert [r[2] for r in server.requests if r[0] == "GET" and r[1].endswith("model.safetensors")] == [
+        f"bytes={10 << 20}-"]
 
 
 def test_pure_decisions():
@@ -131,3 +178,20 @@ def test_pure_decisions():
     assert ms.space_problem(files[:2], {"model-00001-of-00002.safetensors": 100}, 20, 0, "/d") is None
     assert ms.mismatches(files[:2], {"config.json": (10, None), "model-00001-of-00002.safetensors": (100, "c" * 64)}) \
         == [("model-00001-of-00002.safetensors", "sha256 " + "c" * 64 + ", the hub lists " + "a" * 64)]
+
+
+def test_what_a_marker_vouches_for():
+    files = [{"name": "config.json", "size": 10, "sha256": None}, {"name": "w.safetensors", "size": 100,
+                                                                   "sha256": "a" * 64}]
+    stats = {"config.json": (10, 5), "w.safetensors": (100, 7)}
+    marker = ms.record("o/m", "r" * 40, "/d", files, stats)
+    assert marker["files"]["w.safetensors"] == {"size": 100, "sha256": "a" * 64, "mtime_ns": 7}
+    assert ms.vouched(marker, "o/m", "r" * 40, files, stats) == {"config.json", "w.safetensors"}
+    assert ms.vouched(marker, "o/m", "r" * 40, files, dict(stats, **{"w.safetensors": (100, 8)})) == {"config.json"}
+    assert ms.vouched(marker, "o/m", "r" * 40, files, dict(stats, **{"w.safetensors": (99, 7)})) == {"config.json"}
+    assert ms.vouched(marker, "o/m", "s" * 40, files, stats) == set()  # another revision
+    assert ms.vouched(marker, "o/m", "r" * 40, files[:1], stats) == set()  # another set of files
+    # a marker from before mtimes were recorded vouches by size, as it did
+    legacy = {"repo_id": "o/m", "revision": "r" * 40, "files": {f["name"]: {"size": f["size"]} for f in files}}
+    assert ms.vouched(legacy, "o/m", "r" * 40, files, dict(stats, **{"w.safetensors": (100, 9)})) == {
+        "config.json", "w.safetensors"}
