@@ -55,11 +55,12 @@ def test_the_sweep_refuses_before_anything_starts_and_records_the_checks(host):
     name = host.names[0]
     host.sh(name, "install -d /etc/moesweep && cat > /etc/moesweep/provenance.json <<'EOF'\n"
             + json.dumps(PROVENANCE) + "\nEOF", check=True)
-    run, out = sweep_point(host, "triton")
+    # tp 2 on the host's 2 GPUs: the host checks alone refuse it (tp 8 would die at scheduler init too)
+    run, out = sweep_point(host, "triton", sglang_server_extra_flags={"tp-size": 2})
     assert run.rc != 0
     pre = out.results["preflight"]
     assert pre["failed"] and pre["verdict"] == "unsupported"
-    assert "refused by the host checks, before anything restarted" in pre["msg"]
+    assert "refused by the host checks, before anything restarted" in pre["msg"], pre["msg"]
     assert "host check driver_cuda" in pre["msg"] and "R580" in pre["msg"]
     warned = " | ".join(pre["preflight_warnings"])
     for needle in ("host check shm: /dev/shm is 64 MiB", "host check limits:", "host check p2p:",

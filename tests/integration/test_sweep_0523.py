@@ -30,7 +30,7 @@ def test_059_spellings_are_refused_on_0523_with_every_reason(host23):
     msg = out.results["preflight"]["msg"]
     assert "sglang 0.5.23" in msg
     # the flag schema's one message for a flag 0.5.23 renamed: where it exists, and the closest 0.5.23 names
-    assert "unknown option --nsa-decode-backend for sglang 0.5.23 (it exists in sglang 0.5.9)" in msg
+    assert "unknown option --nsa-decode-backend for sglang 0.5.23 (it exists in sglang 0.5.9, 0.5.15)" in msg, msg
     assert "did you mean --dsa-decode-backend" in msg
     assert "ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode" in msg
     assert "FlashInfer allreduce fusion requires SM90 or SM10X NVIDIA GPUs." in msg

@@ -105,7 +105,7 @@ def test_preflight_refuses_trtllm_on_sm120_before_touching_the_running_server(ho
     # running server ready
     assert out.results["readiness"]["state"] == "ready" and out.results["readiness"].get("started", False) is False
     # the refused point itself (start to record) takes seconds, not a weight load
-    assert record["seconds"] < 10 and took < 30, (record["seconds"], took)
+    assert record["seconds"] < 10 and took < 90, (record["seconds"], took)
     assert unit(host, "MainPID")["MainPID"] == before  # untouched
 
     # force=true goes ahead and crashes exactly as the simulator (and real sglang 0.5.9) predicts
