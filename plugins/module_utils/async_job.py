@@ -34,12 +34,18 @@ def job_result(text):
 
 
 def alive(pid):
-    """Whether a process with this pid runs (signal 0)."""
+    """Whether a process with this pid runs (signal 0), a zombie (exited, not yet reaped by its parent) not
+    counted: it answers signal 0 but runs nothing."""
     try:
         os.kill(int(pid), 0)
     except (OSError, TypeError, ValueError):
         return False
-    return True
+    try:
+        with open("/proc/%d/stat" % int(pid)) as fh:
+            # pid (comm) state ...: comm may hold spaces and parentheses, the state follows the last ')'
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (IOError, OSError, IndexError):
+        return True
 
 
 def finished(final, results_file, what, check_mode=False, **fields):

@@ -26,6 +26,13 @@ description:
     the job failed, with the job's message and its result's keys. A job whose process is gone without a result (the
     host rebooted, it was killed) fails with that said.
   - A plan an earlier, interrupted stage left in O(local_dir) is never reported as this job's (it predates the job).
+  - Asked to stop (O(stop), or the controller file O(stop_file) exists, as when a sweep is asked to stop after its step
+    by Ctrl-C, SIGTERM or the API), it ends the job that still runs - its process group is sent SIGTERM, then SIGKILL
+    after O(stop_grace) seconds - removes the job's results file, and fails with RV(moesweep_stop=true); the bytes
+    received stay on the disk (C(.incomplete) files huggingface_hub resumes), so the next stage goes on from them,
+    and nothing after the staging (the point's unit, a restart) runs. A job that has not yet planned its download
+    (the hub's listing, seconds) is ended as soon as it has; a job that already finished is reported as it
+    finished, with the stop left to the sweep's next step.
 options:
   results_file:
     description:
@@ -41,14 +48,32 @@ options:
     description: Longest time one call waits for the job to finish, in seconds (then it returns its progress).
     type: float
     default: 10
+  stop:
+    description: End the job if it still runs (see the description), and fail with RV(moesweep_stop=true).
+    type: bool
+    default: false
+  stop_file:
+    description:
+      - A file on the controller whose presence means O(stop=true) (a sweep's C(stop_file), which C(moesweep.api)
+        and C(moesweep sweep) create when asked to stop after the current step). Read by the action plugin at every
+        call; the module itself ignores it.
+    type: path
+  stop_grace:
+    description: Seconds the job's processes get to exit after SIGTERM before SIGKILL.
+    type: float
+    default: 10
 author:
   - moesweep contributors (!UNKNOWN)
 extends_documentation_fragment:
   - moesweep.sweep.attributes
 attributes:
+  action:
+    support: full
+    details: The action plugin reads O(stop_file) on the controller.
   check_mode:
     support: full
-    details: It only reads the job's files; in check mode it reports their state once, without waiting.
+    details: It only reads the job's files; in check mode it reports their state once, without waiting, and never
+      ends a job.
   diff_mode:
     support: none
   platform:
@@ -84,6 +109,14 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+moesweep_stop:
+  description:
+    - True when the call ended a running job because it was asked to stop (the task then fails). The plan's
+      C(repo_id) and C(revision), the O(local_dir) as C(local_path) and C(downloaded=false) come with it, what a
+      record keeps of the model.
+  returned: when asked to stop while the job ran
+  type: bool
+  sample: true
 finished:
   description: Whether the job finished; its result's keys (see M(moesweep.sweep.model_stage)) are then returned too.
   returned: always
@@ -117,6 +150,7 @@ progress:
 """
 
 import os
+import signal
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -128,12 +162,42 @@ POLL_S = 0.1
 GONE_GRACE_S = 5.0
 
 
+def end_job(pid, grace, sleep=time.sleep, kill=os.killpg, getpgid=os.getpgid):
+    """End the async job whose staging process is ``pid``: its process group (async_wrapper's job, the module and
+    the download it runs) gets SIGTERM, then SIGKILL after ``grace`` seconds if one is still there. Never this
+    process's own group. Returns what was done, in words."""
+    try:
+        group = getpgid(int(pid))
+    except (OSError, TypeError, ValueError):
+        return "the staging process (pid %s) had already exited" % pid
+    if group == os.getpgrp():
+        kill = None  # never this module's own group: the process alone
+    send = (lambda sig: kill(group, sig)) if kill else (lambda sig: os.kill(int(pid), sig))
+    try:
+        send(signal.SIGTERM)
+    except OSError:
+        return "the staging process (pid %s) had already exited" % pid
+    deadline = time.monotonic() + max(0.0, grace)
+    while time.monotonic() < deadline:
+        if not alive(pid):
+            return "the staging job (pid %s) ended on SIGTERM" % pid
+        sleep(POLL_S)
+    try:
+        send(signal.SIGKILL)
+    except OSError:
+        return "the staging job (pid %s) ended on SIGTERM" % pid
+    return "the staging job (pid %s) was killed after %g s" % (pid, grace)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             results_file=dict(type="path", required=True),
             local_dir=dict(type="path", required=True),
             wait=dict(type="float", default=10.0),
+            stop=dict(type="bool", default=False),
+            stop_file=dict(type="path"),
+            stop_grace=dict(type="float", default=10.0),
         ),
         supports_check_mode=True,
     )
@@ -177,6 +241,19 @@ def main():
             if failed:
                 module.fail_json(**out)
             module.exit_json(**out)
+        # the job's pid comes with its plan (async_wrapper's results file names none), written seconds after the
+        # job starts, once the hub has listed the files: until then the stop waits for it, poll by poll
+        if p["stop"] and not module.check_mode and doc is not None:
+            how = end_job(doc.get("pid"), p["stop_grace"])
+            try:
+                os.unlink(p["results_file"])
+            except OSError:
+                pass
+            module.fail_json(
+                msg="model_stage_wait: the sweep was asked to stop: %s; the bytes received are kept in %s and the "
+                    "next stage resumes them; nothing after the staging ran" % (how, p["local_dir"]),
+                finished=True, moesweep_stop=True, progress=progress(doc, first), repo_id=doc.get("repo_id"),
+                revision=doc.get("revision"), local_path=p["local_dir"], downloaded=False)
         if doc is not None and not alive(doc.get("pid")):
             gone_since = gone_since or time.monotonic()
             if time.monotonic() - gone_since > GONE_GRACE_S:

@@ -171,3 +171,42 @@ def test_the_staging_wait_reports_a_slow_downloads_progress_then_a_rerun_finishe
     assert not [ln for ln in again.stdout.splitlines() if ln.startswith(f"{host}: ")], again.stdout[-2000:]
     assert re.search(r"changed=0 ", again.stdout), again.stdout[-2000:]
     assert cluster.sh(host, f"test -e {dest}/.moesweep-stage-plan.json").returncode != 0  # the marker records it
+
+
+def test_a_stop_during_staging_ends_the_download_at_the_next_poll_and_keeps_its_bytes(bare, tmp_path):
+    # the sweep's stop file (what Ctrl-C, SIGTERM or the API create) appears while the weights arrive: the wait's
+    # next poll ends the job's processes, the task fails as a stop, the .incomplete bytes stay for the next stage
+    cluster, _settings, _results = bare
+    host = cluster.names[0]
+    dest = "/var/tmp/stage-stopped"
+    stop = tmp_path / "stop"
+    play = tmp_path / "stage.yml"
+    wait = {"results_file": "{{ job.results_file }}", "local_dir": dest, "wait": 1}
+    play.write_text(yaml.safe_dump([{"hosts": host, "gather_facts": False, "tasks": [
+        {"name": "Stage as an async job", "moesweep.sweep.model_stage": {
+            "repo_id": REPO_ID, "local_dir": dest, "endpoint": "{{ url }}", "reserve_bytes": 0,
+            "python": "/opt/moesweep/venvs/client/bin/python"},
+         "async": 600, "poll": 0, "changed_when": False, "register": "job"},
+        {"name": "Wait until bytes arrive", "moesweep.sweep.model_stage_wait": wait, "register": "staged",
+         "until": "staged.finished or (staged.progress.bytes_done | default(0, true)) > 0", "retries": 60,
+         "delay": 0},
+        {"name": "Ask the stop", "delegate_to": "localhost", "ansible.builtin.file": {"path": str(stop),
+                                                                                       "state": "touch"}},
+        {"name": "Wait with the sweep's stop file", "moesweep.sweep.model_stage_wait": dict(wait, stop_file=str(stop)),
+         "register": "stopped", "until": "stopped.finished", "retries": 60, "delay": 0, "ignore_errors": True},
+        {"name": "Keep its result", "delegate_to": "localhost", "ansible.builtin.copy": {
+            "content": "{{ stopped | to_json }}", "dest": str(tmp_path / "stopped.json"), "mode": "0600"}},
+    ]}]))
+    # the weights (1 MiB) at 64 KiB/s: about 16 s of download, stopped within the first few
+    with _knob_hub(cluster.hosts[0].gateway, {"MOESWEEP_SIM_HUB_RATE": str(64 << 10)}) as url:
+        out = cluster.playbook(str(play), "-e", f"url={url}", check=False)
+    assert out.returncode == 0, out.stdout[-4000:]  # the stop's failure is the one ignored
+    shown = json.loads((tmp_path / "stopped.json").read_text())
+    assert shown["failed"] is True and shown["moesweep_stop"] is True, shown
+    assert "the sweep was asked to stop" in shown["msg"] and "kept" in shown["msg"], shown["msg"]
+    assert shown["downloaded"] is False and shown["repo_id"] == REPO_ID
+    left = cluster.sh(host, "pgrep -af '[m]odel_stage|[s]napshot_download|[A]nsiballZ' || true").stdout
+    assert not left.strip(), left
+    kept = cluster.sh(host, f"find {dest}/.cache/huggingface/download -name '*.incomplete' -size +0 | wc -l").stdout
+    assert int(kept) >= 1, kept
+    assert cluster.sh(host, f"test -e {dest}/model.safetensors").returncode != 0  # never finished

@@ -42,3 +42,20 @@ def test_a_failed_job_names_itself_when_it_said_nothing_and_check_mode_keeps_the
     assert failed and out == {"rc": 1, "finished": True, "msg": "the staging job failed"} and results.exists()
     out, failed = async_job.finished({"failed": True, "msg": "disk full"}, str(results), "staging")
     assert failed and out["msg"] == "disk full" and "failed" not in out and not results.exists()
+
+
+def test_a_zombie_is_not_alive():
+    import subprocess
+    import time
+
+    child = subprocess.Popen(["true"])
+    deadline = time.monotonic() + 10
+    # exited but not reaped (no wait yet): signal 0 still reaches it, alive() says it runs nothing
+    while time.monotonic() < deadline:
+        with open(f"/proc/{child.pid}/stat") as fh:
+            if fh.read().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+        time.sleep(0.05)
+    os.kill(child.pid, 0)
+    assert async_job.alive(child.pid) is False
+    child.wait()

@@ -121,3 +121,70 @@ def test_bad_arguments(job, tmp_path):
     assert kind == "fail" and "wait must be" in r["msg"]
     kind, r = job(results_file=str(tmp_path / "nope"))
     assert kind == "fail" and "no async job results file" in r["msg"]
+
+
+def _staging_group():
+    """A stand-in for an async staging job: a process in its own group with a child (the download), both
+    ignoring nothing, like async_wrapper's job and the client it runs."""
+    return subprocess.Popen(["sh", "-c", "sleep 300 & wait"], start_new_session=True)
+
+
+def test_a_stop_ends_the_running_job_and_its_download_and_keeps_the_bytes(job):
+    proc = _staging_group()
+    try:
+        job.plan(pid=proc.pid)
+        dl = job.model.joinpath(*sp.DOWNLOAD_DIR)
+        dl.mkdir(parents=True)
+        (dl / "abc.etag.incomplete").write_bytes(b"x" * 2500)
+        kind, r = job(stop=True, stop_grace=5)
+        assert kind == "fail" and r["moesweep_stop"] is True and r["finished"] is True
+        assert (r["repo_id"], r["revision"], r["downloaded"]) == ("org/m", "c" * 40, False)
+        assert "asked to stop" in r["msg"] and "ended on SIGTERM" in r["msg"] and "kept" in r["msg"], r["msg"]
+        assert proc.wait(timeout=5) is not None  # the job's group, its download with it, is gone
+        # nothing of the group runs (the download, reparented, may stay a zombie until its new parent reaps it)
+        time.sleep(0.2)
+        left = subprocess.run(["ps", "-o", "pid=,stat=", "-g", str(proc.pid)], capture_output=True, text=True).stdout
+        assert all(line.split()[1].startswith("Z") for line in left.splitlines()), left
+        assert (dl / "abc.etag.incomplete").stat().st_size == 2500  # the bytes received stay for the next stage
+        assert not job.results.exists()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+
+
+def test_a_job_that_ignores_sigterm_is_killed_after_the_grace(job):
+    proc = subprocess.Popen(["sh", "-c", "trap '' TERM; while :; do sleep 0.1; done"], start_new_session=True)
+    try:
+        time.sleep(0.3)  # the trap is set
+        job.plan(pid=proc.pid)
+        t0 = time.monotonic()
+        kind, r = job(stop=True, stop_grace=1)
+        assert kind == "fail" and r["moesweep_stop"] is True and "killed after 1 s" in r["msg"], r["msg"]
+        assert time.monotonic() - t0 < 5
+        assert proc.wait(timeout=5) == -9
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+
+
+def test_a_stop_before_the_job_planned_waits_for_its_plan_and_a_finished_job_is_reported_as_finished(job):
+    kind, r = job(stop=True)
+    assert kind == "exit" and r["finished"] is False  # no pid to end yet: the next poll ends it
+    job.finish({"changed": True, "repo_id": "org/m", "revision": "c" * 40, "local_path": str(job.model),
+                "bytes": 10100, "files": 2, "downloaded": True})
+    kind, r = job(stop=True)
+    assert kind == "exit" and r["finished"] is True and "moesweep_stop" not in r  # the sweep's next step stops
+
+
+def test_check_mode_never_ends_a_job(job):
+    job.plan()  # this test process stands for the job
+    kind, r = job(stop=True, _ansible_check_mode=True)
+    assert kind == "exit" and r["finished"] is False
+
+
+def test_never_its_own_process_group(monkeypatch):
+    sent = []
+    monkeypatch.setattr(model_stage_wait.os, "kill", lambda pid, sig: sent.append((pid, sig)))
+    how = model_stage_wait.end_job(os.getpid(), 0, kill=lambda *a: pytest.fail("killpg of its own group"),
+                                   getpgid=lambda pid: os.getpgrp())
+    assert sent and sent[0] == (os.getpid(), model_stage_wait.signal.SIGTERM), (sent, how)

@@ -1,0 +1,22 @@
+# -*- coding: utf-8 -*-
+# Copyright: moesweep contributors
+# Apache License 2.0 (see LICENSE)
+"""Controller side of model_stage_wait: at every call (every ``until`` retry) it looks for the sweep's stop file
+on the controller (``plugin_utils/stop_file.py``) and, when it is there, has the module end the staging job, so a
+Ctrl-C during a download of hours stops it within one poll, before the point's unit changes.
+
+Documentation lives in plugins/modules/model_stage_wait.py; the module validates the arguments."""
+
+from ansible.plugins.action import ActionBase
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import stop_file
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _supports_check_mode = True
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        result.update(self._execute_module(module_name="moesweep.sweep.model_stage_wait",
+                                           module_args=stop_file.requested(self._task.args), task_vars=task_vars))
+        return result
