@@ -47,7 +47,9 @@ from moesweep.sim import local_server  # noqa: E402
 LEVELS = [1, 8, 32, 64]
 WALL_GOAL = 1.0 / 3.0
 ERROR_GOAL = 0.02
-POINT_OVERHEAD_S = 9.3  # bench/README.md, sweep_wall.py: a point's overhead outside its server and benchmark
+# a point's overhead outside its server and benchmark: the latest `bench/sweep_wall.py --one-host` figure in
+# bench/README.md (2026-12-07: 11.93 and 12.32 s per point; the guard is 10 s); --point-overhead-s gives another
+POINT_OVERHEAD_S = 12.3
 
 
 def coverage_floor(n: int, p: float = 0.95, tail: float = 0.05) -> int:
