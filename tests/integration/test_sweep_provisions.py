@@ -210,3 +210,32 @@ def test_a_stop_during_staging_ends_the_download_at_the_next_poll_and_keeps_its_
     kept = cluster.sh(host, f"find {dest}/.cache/huggingface/download -name '*.incomplete' -size +0 | wc -l").stdout
     assert int(kept) >= 1, kept
     assert cluster.sh(host, f"test -e {dest}/model.safetensors").returncode != 0  # never finished
+
+
+def test_a_hub_that_goes_away_is_named_and_a_byte_flipped_in_place_is_fetched_again(bare):
+    cluster, _settings, _results = bare
+    host = cluster.names[0]
+    dest = "/var/tmp/stage-down"
+    want = hashlib.sha256((hub.root() / REPO_ID / "model.safetensors").read_bytes()).hexdigest()
+    # the hub stops listening after 64 KiB of the weights: the stage fails naming the client's error, the bytes
+    # received stay for the next stage
+    with _knob_hub(cluster.hosts[0].gateway, {"MOESWEEP_SIM_HUB_CUT_AFTER": "65536",
+                                              "MOESWEEP_SIM_HUB_DOWN_AFTER_CUT": "1"}) as url:
+        out, result = _stage(cluster, host, url, dest)
+    assert out.returncode != 0 and "the hub could not be reached: " in result["msg"], out.stdout[-3000:]
+    assert "still differ" not in result["msg"] and "bytes of unfinished files are kept" in result["msg"]
+    kept = cluster.sh(host, f"find {dest}/.cache/huggingface/download -name '*.incomplete' -size +0 | wc -l").stdout
+    assert int(kept) >= 1, kept
+    # the hub back: the stage finishes from those bytes
+    out, result = _stage(cluster, host, cluster.hosts[0].extra["hub_url"], dest)
+    assert out.returncode == 0 and result["downloaded"] is True, out.stdout[-3000:]
+    # one byte flipped in place at the same size: the re-run reads what the marker no longer vouches for (its mtime
+    # moved), finds it is not the hub's and fetches it again; untouched, a re-run reads nothing
+    flip = ("f = open('model.safetensors', 'r+b'); f.seek(100); b = f.read(1); f.seek(100); "
+            "f.write(bytes([b[0] ^ 255])); f.close()")
+    cluster.sh(host, f'cd {dest} && /opt/moesweep/venvs/client/bin/python -c "{flip}"', check=True)
+    out, result = _stage(cluster, host, cluster.hosts[0].extra["hub_url"], dest)
+    assert out.returncode == 0 and result["refetched"] == ["model.safetensors"], out.stdout[-3000:]
+    assert cluster.sh(host, f"sha256sum {dest}/model.safetensors").stdout.split()[0] == want
+    out, result = _stage(cluster, host, cluster.hosts[0].extra["hub_url"], dest)
+    assert out.returncode == 0 and result["verified"] == [] and result["changed"] is False, result
