@@ -12,6 +12,7 @@ from ansible_collections.moesweep.sweep.plugins.plugin_utils import (
     accuracy,
     action_args,
     compat,
+    equivalence,
     launch,
     matrix,
     nodes,
@@ -36,6 +37,8 @@ ARGUMENT_SPEC = dict(
     results_dir=dict(type="path", required=True),
     sweep_id=dict(type="str"),
     rerun=dict(type="bool", default=False),
+    # measure a point even when it runs the kernels of a point measured in this sweep (plugin_utils/equivalence.py)
+    measure_equivalent=dict(type="bool", default=False),
     spread=dict(type="raw", default=False),
     force=dict(type="bool", default=False),
     hosts=dict(type="list", elements="str", default=[]),
@@ -181,6 +184,10 @@ def plan(args):
     # which of this host's points start a server when they run: a point ending before one of them stops its server
     # at once (plugin_utils/schedule.py). force=true runs refused points too; a node group never stops early.
     starts = [] if roles else [p for p in mine if args.get("force") or accepts(p)[0]]
+    # the plan's prediction of the points that run the kernels of an earlier one (the knowledge base's resolution):
+    # such a point is not started once that one passed, each confirmed by its own preflight before it is skipped
+    equivalent = {} if roles or args.get("force") or args["measure_equivalent"] else \
+        equivalence.plan_equivalents(mine, {p: details[p] for p in mine if p in details})
     summary = None
     if expanded is not None:
         for point in mine:
@@ -196,6 +203,7 @@ def plan(args):
             "all_points": points, "spread": str(args["spread"]).lower(), "spread_group": group,
             "restore": args["restore"], "reference_concurrency": reference, "concurrency": list(concurrency),
             "rerun": bool(args["rerun"]), "sglang_version": version, "created": records.now_iso(),
+            "measure_equivalent": bool(args["measure_equivalent"]), "equivalent": equivalent,
             "nodes": roles, "accuracy": accuracy_settings,
             "warnings": [w for w in [plan_checks.precision_warning(args.get("bench_settings"))] if w]}
 

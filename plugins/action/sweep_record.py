@@ -12,7 +12,7 @@ import time
 
 from ansible.plugins.action import ActionBase
 from ansible_collections.moesweep.sweep.plugins.module_utils import interconnect, secrets
-from ansible_collections.moesweep.sweep.plugins.plugin_utils import action_args, records, restore, status
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import action_args, equivalence, records, restore, status
 from ansible_collections.moesweep.sweep.plugins.plugin_utils.schedule import server_schedule
 
 ARGUMENT_SPEC = dict(
@@ -192,6 +192,25 @@ class ActionModule(ActionBase):
                     # the record the point stands on becomes its latest: what the summary, the restore and the exit
                     # status read is this configuration's, not a later record of another configuration
                     base["moesweep_record"] = records.resumed_record(found)
+                return base
+            measured = records.all_records(points_path, sweep.get("sweep_id"))
+            if sweep.get("rerun"):
+                # rerun measures again: only what this run measured stands for another point
+                measured = [r for r in measured if str(r.get("finished") or "") >= str(sweep.get("created") or "")]
+            same = None if sweep.get("measure_equivalent") else equivalence.measured_equivalent(
+                measured, host, sweep.get("sweep_id"), a["point"], a["launch"], a["preflight"], a["bench_settings"],
+                a["lock_sha256"])
+            if same:
+                # the same kernels as a point measured in this sweep: not started, recorded on that one's figures
+                record = equivalence.same_as_record(same, a["point"], a["launch"], a["preflight"], config,
+                                                    records.now_iso(), records.now_iso())
+                base.update(skip=True, same_as=record["same_as"], msg=(
+                    "point %s runs the kernels of %s, measured in this sweep (MoE runner %s by %s): not started, "
+                    "recorded on its figures; -e measure_equivalent=true measures it" % (
+                        a["point"], same["point"], record["same_as"]["moe_runner"],
+                        record["same_as"]["resolution"])))
+                if a["recorder"]:
+                    base["moesweep_record"] = record
             return base
         if a["state"] == "previous":
             plan = server_schedule(sweep, host, records.all_records(points_path, sweep.get("sweep_id")), "sweep",

@@ -74,6 +74,12 @@ options:
     description: Run points again even when a passing record with the same configuration exists.
     type: bool
     default: false
+  measure_equivalent:
+    description:
+      - Start and measure a point even when it runs the same kernels as a point measured in this sweep (by default
+        it is recorded C(same_as) that point and not started, see M(moesweep.sweep.sweep_record)).
+    type: bool
+    default: false
   spread:
     description:
       - V(false) - every host runs every point. V(true) - each point runs on one host, the points dealt over the
@@ -222,7 +228,9 @@ moesweep_sweep:
       after the current step; moesweep.api creates it), C(points) (this host's points), C(all_points) (the sweep's
       points before any spread), C(spread), C(spread_group) (the hosts this host shares the points with),
       C(restore), C(reference_concurrency), C(concurrency) (the benchmark levels), C(rerun), C(sglang_version),
-      C(created) (when it was planned, ISO 8601), C(starts_server) (this host's points that start a server when
+      C(created) (when it was planned, ISO 8601), C(measure_equivalent), C(equivalent) (this host's points the
+      plan's preflight predicts run the kernels of an earlier point, each with that point; such a point is not
+      started once that one passed, and an early stop is not made for it), C(starts_server) (this host's points that start a server when
       they run - the ones the preflight accepts, all of them with O(force); empty on a node group; a point that
       ends before one of them stops its server at once, see M(moesweep.sweep.sweep_record)) and C(nodes) (on a
       node of O(nodes_group) - C(group), C(members), C(record_host), C(recorder), and C(error) when the group

@@ -24,6 +24,10 @@ description:
     lock) and answers whether a passing record with that hash exists (RV(skip) - then the point is skipped, unless
     the sweep's C(rerun)); that record is returned again (RV(moesweep_record), with C(resumed)) for the callback to
     write as the point's latest, so the summary, the restore and the exit status read the configuration asked for.
+    Otherwise, unless the sweep's C(measure_equivalent), it looks for a point measured in this sweep on this host
+    that runs the same kernels under the same benchmark settings and stack (C(plugins/plugin_utils/equivalence.py),
+    from O(launch) and O(preflight)); the point is then skipped too, RV(same_as) names that point with the evidence,
+    and RV(moesweep_record) is the point's record standing on that one's figures.
   - O(state=start) answers RV(stopped=true) too when a record of the sweep could not be written (it was kept aside,
     see the C(moesweep.sweep.results) callback) - no point runs that could not be recorded. Resume and the restore
     read kept records as well as C(points.jsonl).
@@ -95,11 +99,11 @@ options:
     type: dict
     default: {}
   preflight:
-    description: The preflight's result.
+    description: The preflight's result (O(state=resume) and O(state=point)).
     type: dict
     default: {}
   launch:
-    description: The planned launch.
+    description: The planned launch (O(state=resume) and O(state=point)).
     type: dict
     default: {}
   readiness:
@@ -306,9 +310,17 @@ artifacts:
   returned: when state is point or restore
   type: dict
 skip:
-  description: For O(state=resume) - whether a passing record with this configuration exists.
+  description:
+    - For O(state=resume) - whether a passing record with this configuration exists, or the point runs the kernels
+      of a point measured in this sweep (RV(same_as)).
   returned: when state is resume
   type: bool
+same_as:
+  description:
+    - For O(state=resume) - the measured point this one stands on (C(point), C(backend), C(finished),
+      C(config_hash), C(moe_runner), C(kernel_path), C(resolution), C(evidence)).
+  returned: when state is resume and the point runs the kernels of a point measured in this sweep
+  type: dict
 config_hash:
   description: For O(state=resume) - the configuration hash.
   returned: when state is resume

@@ -57,7 +57,8 @@ def choose_restore(records, host, policy, reference_concurrency, previous, sweep
             # the rule for ties, stated where the choice is recorded
             choice["reason"] += "; it ties with %s: %s" % (", ".join(r["point"] for r in tied), summary.TIE_RULE)
         return choice
-    passed = [r for r in summary.point_records(mine) if r.get("status") == PASSED]
+    # a point recorded same_as another did not start: the one it stands on is the known-good one
+    passed = [r for r in summary.point_records(mine) if r.get("status") == PASSED and not r.get("same_as")]
     if passed:
         # a sweep without a benchmark (sglang_bench_enabled: false): the last point that passed is known-good
         last = passed[-1]

@@ -43,8 +43,9 @@ def server_schedule(sweep, host, records, step, point=None, choice=None, running
     record can be written to. Then:
 
     - before the sweep and after a point that is not this host's last: the next point of this host starts its own
-      server - the plan's preflight accepts it and no passing record of it on this host could let resume skip it
-      (or ``rerun``);
+      server - the plan's preflight accepts it, no passing record of it on this host could let resume skip it (or
+      ``rerun``), and it does not run the kernels of a point that passed in this sweep (the plan's ``equivalent``,
+      unless ``measure_equivalent``);
     - after this host's last point: restore=best puts back another point that passed;
     - at the restore: it puts back another point than the one whose unit runs (and that one was not stopped yet).
 
@@ -91,6 +92,15 @@ def _starts_its_own(sweep, nxt, records, host, stop_requested, then):
             if (rec.get("kind") == "point" and rec.get("host") == host and rec.get("point") == nxt
                     and rec.get("status") == PASSED):
                 return False, "the next point %s passed before: resume may skip it" % nxt
+    target = (sweep.get("equivalent") or {}).get(nxt)
+    if target and not sweep.get("measure_equivalent"):
+        since = str(sweep.get("created") or "") if sweep.get("rerun") else ""
+        for rec in records:
+            if (rec.get("kind") == "point" and rec.get("host") == host and rec.get("point") == target
+                    and rec.get("status") == PASSED and not rec.get("same_as")
+                    and str(rec.get("finished") or "") >= since):
+                return False, ("the next point %s runs the kernels of %s, which passed: it is not started (same_as)"
+                               % (nxt, target))
     return True, "the next point %s starts its own server: %s" % (nxt, then)
 
 

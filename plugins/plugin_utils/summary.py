@@ -727,12 +727,16 @@ def ranking(records, reference_concurrency, host=None):
     """(best, tied): the best passed point at ``reference_concurrency`` and the other points that tie with the
     highest figure (``TIE_RULE``); (None, []) when no passed point has an ok figure there. ``host`` limits it to
     one host (what a restore compares). A simulated and a measured figure are not comparable: give records of
-    one kind (the report asks once per kind)."""
+    one kind (the report asks once per kind). A point recorded ``same_as`` another is not ranked: its figures are
+    that point's, ranked once."""
     reference = _resolve_reference(records, reference_concurrency)
     ranked = []
     for record in point_records(records):
         if record.get("status") != PASSED or (host is not None and record.get("host") != host):
             continue
+        if record.get("same_as"):
+            continue  # the figures of the point it runs the kernels of: that one is ranked, once
+
         key = _best_key(record, reference)
         if key[0] is not None:
             ranked.append((key, record))
@@ -871,11 +875,19 @@ def summary_rows(records, reference_concurrency=None):
             "accuracy_vs_reference": versus.get(id(record)),
             "accuracy_wrong_examples": acc.get("wrong_examples") or [],
             "tie": id(record) in tie_ids,
+            "same_as": (record.get("same_as") or {}).get("point"),
             "ref_throughput": throughput_at(record, reference) if reference else None,
             "ttft_p99": latency_at(record, reference, "ttft") if reference else None,
             "itl_p99": latency_at(record, reference, "itl") if reference else None,
         })
-    return rows
+    # one row group per measurement: a point recorded same_as another comes right after that one
+    out = []
+    for row in [r for r in rows if not r["same_as"]]:
+        out.append(row)
+        out.extend(r for r in rows if r["same_as"] == row["point"] and r["host"] == row["host"]
+                   and r["sweep_id"] == row["sweep_id"])
+    placed = {id(r) for r in out}
+    return out + [r for r in rows if id(r) not in placed]  # one whose measured point is not among the rows
 
 
 # --------------------------------------------------------------------------------------------------
@@ -901,6 +913,8 @@ def _status_text(row):
         text += " (%s)" % row["cause"]
     if row.get("forced"):
         text += ", forced"
+    if row.get("same_as"):
+        text += ", same kernels as %s (not started)" % row["same_as"]
     return text
 
 
@@ -1071,7 +1085,7 @@ CSV_FIELDS = ("sweep_id", "data", "simulated", "host", "point", "backend", "stat
               "accuracy_questions", "accuracy_threshold", "accuracy_reference", "accuracy_reference_accuracy",
               "accuracy_drop_p_value", "accuracy_drop_flagged", "tie", "ref_tok_s", "ref_tok_s_low", "ref_tok_s_high",
               "ref_half_width_rel", "ref_requests", "ref_source", "ttft_p99_low_ms", "ttft_p99_high_ms", "ttft_n",
-              "itl_p99_low_ms", "itl_p99_high_ms", "itl_n")
+              "itl_p99_low_ms", "itl_p99_high_ms", "itl_n", "same_as")
 
 
 def render_csv(rows):

@@ -269,7 +269,8 @@ class Event:
     once when it finished: ``detail`` has ``bytes_done``, ``bytes_total``, ``rate_bytes_s``, ``eta_s``, ``msg``
     (one line, e.g. "lukealonso/GLM-5-NVFP4: 120.3 of 453.0 GB, 210.0 MB/s, about 26 min left") and ``finished``;
     the last one also ``downloaded``), ``point_finished`` (with its record), ``skipped`` (resumed: the point passed
-    before), ``restore``, ``failed`` (a task failed), ``done``."""
+    before; or not started because it runs the kernels of a point measured in this sweep: its record's ``same_as``
+    names that point), ``restore``, ``failed`` (a task failed), ``done``."""
 
     kind: str
     host: str | None = None
@@ -570,7 +571,8 @@ def load_matrix(matrix) -> dict:
 
 def iter_sweep(inventory, backends=None, *, matrix=None, results_dir: str | os.PathLike = "results",
                sweep_id: str | None = None,
-               resume: bool = True, rerun: bool = False, limit: str | None = None, restore: str = "best",
+               resume: bool = True, rerun: bool = False, measure_equivalent: bool = False,
+               limit: str | None = None, restore: str = "best",
                extra_vars_files: list | None = None, vault_password_file: str | None = None,
                stop_after_step: Callable[[], bool] | None = None, cancel: Callable[[], bool] | None = None,
                **variables) -> Iterator[Event]:
@@ -593,7 +595,8 @@ def iter_sweep(inventory, backends=None, *, matrix=None, results_dir: str | os.P
     if sweep_id and not resume and (results_dir / sweep_id).exists():
         raise MoesweepError(f"sweep {sweep_id} already exists in {results_dir}: choose another sweep_id, or "
                             "resume it (resume=True / moesweep sweep --resume)")
-    extravars = {"results_dir": str(results_dir), "restore": restore, "rerun": rerun, **variables}
+    extravars = {"results_dir": str(results_dir), "restore": restore, "rerun": rerun,
+                 "measure_equivalent": measure_equivalent, **variables}
     if matrix is not None:
         extravars["matrix"] = matrix
     else:

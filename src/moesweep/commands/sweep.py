@@ -45,6 +45,9 @@ def register(sub) -> None:
     p.add_argument("--sweep-id", default=None, help="the sweep's id (default: stable for the same points and hosts)")
     p.add_argument("--new", action="store_true", help="refuse an existing --sweep-id instead of resuming it")
     p.add_argument("--rerun", action="store_true", help="run points that already passed with the same configuration")
+    p.add_argument("--measure-equivalent", action="store_true",
+                   help="start and measure a point even when it runs the same kernels as a point measured in this "
+                        "sweep (otherwise recorded same_as that point, not started)")
     p.add_argument("--restore", choices=("best", "previous", "none"), default="best",
                    help="what to leave the host on at the end (default: the best point that passed)")
     p.add_argument("-e", "--extra-var", action="append", default=[], metavar="KEY=VALUE|@FILE",
@@ -263,6 +266,7 @@ def run(args) -> int:
         for event in api.iter_sweep(args.inventory, backends, matrix=matrix, results_dir=args.results,
                                     sweep_id=args.sweep_id,
                                     resume=not args.new, rerun=args.rerun, limit=args.limit, restore=args.restore,
+                                    measure_equivalent=args.measure_equivalent,
                                     extra_vars_files=files, vault_password_file=args.vault_password_file,
                                     stop_after_step=stop_after_step, cancel=cancel, **extra):
             if event.kind == "failed":

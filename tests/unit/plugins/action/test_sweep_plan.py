@@ -205,3 +205,20 @@ def test_the_gsm8k_file_is_found_as_the_copy_would_find_it_or_refused(tmp_path):
     assert res["failed"] and "the subset asks 11 questions but the GSM8K data holds 10" in res["msg"]
     assert run(tmp_path, backend="triton", accuracy={"data_src": str(good), "questions": 10, "shots": 1})[
         "moesweep_sweep"]["accuracy"]["questions"] == 10
+
+
+def test_the_plan_predicts_which_points_run_the_kernels_of_an_earlier_one(tmp_path):
+    # 0.5.9, NVFP4, SM120, no DeepEP: flashinfer_cutedsl, triton and auto all reach sgl-kernel's cutlass_moe_fp4
+    # (data/compat.yml s9-nvfp4-cutedsl-is-sgl-kernel, s9-nvfp4-fallthrough-mislabelled); flashinfer_cutlass is
+    # FlashInfer's own CUTLASS MoE, another kernel
+    points = ["flashinfer_trtllm", "flashinfer_cutedsl", "flashinfer_cutlass", "triton", "auto"]
+    sweep = run(tmp_path, backends=points)["moesweep_sweep"]
+    assert sweep["equivalent"] == {"triton": "flashinfer_cutedsl", "auto": "flashinfer_cutedsl"}
+    assert sweep["measure_equivalent"] is False
+    every = run(tmp_path, backends=points, measure_equivalent=True)["moesweep_sweep"]
+    assert every["equivalent"] == {} and every["measure_equivalent"] is True
+    # a flag that differs is another configuration: measured
+    other = run(tmp_path, matrix={"axes": {"moe-runner-backend": ["triton", "flashinfer_cutedsl"],
+                                           "max-running-requests": [32, 64]}})["moesweep_sweep"]
+    assert other["equivalent"] == {"flashinfer_cutedsl.max-running-requests-32": "triton.max-running-requests-32",
+                                   "flashinfer_cutedsl.max-running-requests-64": "triton.max-running-requests-64"}

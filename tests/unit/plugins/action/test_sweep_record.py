@@ -282,3 +282,45 @@ def test_a_matrix_cell_refused_by_the_preflight_is_recorded_with_its_axes(tmp_pa
     record = res["moesweep_record"]
     assert record["status"] == "refused" and record["axes"] == axes
     assert record["preflight"]["citations"] == ["https://example.invalid/x"]
+
+
+def test_a_point_that_runs_the_kernels_of_a_measured_one_is_recorded_same_as_it(tmp_path, kept_dir):
+    """#48: triton on 0.5.9 NVFP4 SM120 reaches the cutlass_moe_fp4 flashinfer_cutedsl already ran: not started,
+    recorded on that point's figures with the evidence; the summary shows both, ranks one; measure_equivalent and a
+    rerun's earlier records measure it."""
+    from ansible_collections.moesweep.sweep.plugins.plugin_utils import preflight, summary
+
+    def check(backend):
+        return preflight.run_preflight({
+            "backend": backend, "flags": {"model-path": "m", "tp-size": 8, "quantization": "modelopt_fp4"},
+            "version_flags": {}, "backends": {}, "extra_flags": {}, "sglang_version": "0.5.9", "provenance": {},
+            "environment": {}, "dry_run": "off",
+            "gpu_facts": {"sm": "sm120", "gpu_count": 8, "cuda_toolkit": {"release": "12.8"}}})[0]
+
+    cutedsl, triton = check("flashinfer_cutedsl"), check("triton")
+    measured = dict(passed("flashinfer_cutedsl", 100.0, finished="2026-12-06T05:00:00+00:00"),
+                    launch=cutedsl["launch"], preflight=cutedsl, provenance={"lock_sha256": "K"})
+    measured["benchmark"]["settings"] = {"concurrency": [8]}
+    write_points(tmp_path, measured)
+    args = dict(state="resume", point="triton", launch_hash="L", bench_settings={"concurrency": [8]}, lock_sha256="K",
+                launch=triton["launch"], preflight=triton)
+    res = call(sweep=sweep(tmp_path), **args)
+    assert res["skip"] is True and res["same_as"]["point"] == "flashinfer_cutedsl", res["msg"]
+    assert "runs the kernels of flashinfer_cutedsl" in res["msg"] and "measure_equivalent=true" in res["msg"]
+    rec = res["moesweep_record"]
+    assert rec["point"] == "triton" and rec["status"] == "passed" and rec["same_as"]["moe_runner"] == "cutlass"
+    assert rec["config_hash"] == records.config_hash("L", {"concurrency": [8]}, "K")
+    rows = summary.summary_rows([measured, rec], 8)
+    assert [(r["point"], r["best"], r["same_as"]) for r in rows] == [
+        ("flashinfer_cutedsl", True, None), ("triton", False, "flashinfer_cutedsl")]
+    assert "same kernels as flashinfer_cutedsl" in summary.render_text(rows)
+    # one row group per measurement: the point standing on another follows it, whatever came between
+    cutlass = dict(passed("flashinfer_cutlass", 90.0, finished="2026-12-06T05:01:00+00:00"))
+    assert [r["point"] for r in summary.summary_rows([measured, cutlass, rec], 8)] == [
+        "flashinfer_cutedsl", "triton", "flashinfer_cutlass"]
+    assert restore.choose_restore([measured, rec], "h1", "best", 8, None, ["flashinfer_cutedsl", "triton"])[
+        "point"] == "flashinfer_cutedsl"
+    # measured anyway when asked; a rerun counts only what this run measured
+    assert call(sweep=sweep(tmp_path, measure_equivalent=True), **args)["skip"] is False
+    assert call(sweep=sweep(tmp_path, rerun=True, created="2026-12-06T06:00:00+00:00"), **args)["skip"] is False
+    assert call(sweep=sweep(tmp_path, rerun=True, created="2026-12-06T04:00:00+00:00"), **args)["skip"] is True

@@ -133,3 +133,15 @@ def test_the_server_before_the_sweep_is_stopped_at_once_only_when_the_first_poin
 def test_an_unknown_step_is_refused():
     with pytest.raises(ValueError, match="step must be one of sweep, point, restore"):
         server_schedule({}, "h", [], "later")
+
+
+def test_a_next_point_that_runs_the_kernels_of_one_that_passed_is_not_started_so_nothing_is_stopped_for_it():
+    sweep = {"points": ["a", "b", "c"], "starts_server": ["a", "b", "c"], "restore": "best", "rerun": False,
+             "equivalent": {"c": "a"}}
+    stop, why = after(sweep, "b", [_rec("a", "passed", 10.0)])
+    assert not stop and "c runs the kernels of a, which passed" in why
+    assert after(sweep, "b", [_rec("a", "crashed")])[0]  # a did not pass: c is measured, it starts its own
+    assert after(dict(sweep, measure_equivalent=True), "b", [_rec("a", "passed", 10.0)])[0]
+    # a rerun counts only what this run measured
+    old = dict(_rec("a", "passed", 10.0), finished="2026-12-06T05:00:00+00:00")
+    assert after(dict(sweep, rerun=True, created="2026-12-06T06:00:00+00:00"), "b", [old])[0]
