@@ -14,6 +14,10 @@ sglang 0.5.9 bench_serving, levels 1 8 32 64) with the precision target. Printed
   as it ran, since it does not scale) against the fixed default (max(5 x level, 16) requests per level, computed
   from the token model, which the measured durations check), plus the same per-point sweep overhead on both sides
   (``--point-overhead-s``, bench/README.md's sweep_wall figure). Goal: at most one third.
+* the same projection with equivalent points: the backends the real preflight finds running an earlier one's
+  kernels on the reference launch (sglang 0.5.9, NVFP4, SM120; plugin_utils/equivalence.py) cost their preflight and
+  record only, as a sweep records them same_as that one. The profile's per-backend speeds are simulation parameters
+  (reference_profile.BACKENDS) and differ even between backends the preflight finds equivalent.
 * every level's steady-state figure against the token model's ground truth (reference_profile.expected): its error
   and whether the truth is inside its 95 % interval, next to bench_serving's whole-run figure's error. Goal: every
   error within 2 %, and as many truths inside as 95 % intervals hold: the count inside is not below what 95 %
@@ -43,6 +47,29 @@ sys.path[:0] = [str(REPO / "src"), str(REPO / "simulator")]
 from moesweep_sim import reference_profile as ref  # noqa: E402
 
 from moesweep.sim import local_server  # noqa: E402
+
+# the reference deployment as the preflight sees it (the role defaults' launch line's axes): which of the swept
+# backends run the kernels of an earlier one (plugin_utils/equivalence.py), so a sweep starts and measures it once
+REFERENCE_FACTS = {"sm": "sm120", "gpu_count": 8, "interconnect": "pcie-phb", "virtualization": {"kind": "vm"},
+                   "cuda_toolkit": {"release": "12.8"}}
+REFERENCE_FLAGS = {"model-path": "lukealonso/GLM-5-NVFP4", "tp-size": 8, "quantization": "modelopt_fp4",
+                   "attention-backend": "flashinfer"}
+
+
+def reference_equivalents(backends: list[str]) -> dict:
+    """{backend: the earlier backend whose kernels it runs} by the real preflight (knowledge base) on the reference
+    deployment, sglang 0.5.9: what the sweep records same_as instead of starting."""
+    sys.path.insert(0, str(REPO / "collections"))
+    from ansible_collections.moesweep.sweep.plugins.plugin_utils import equivalence, preflight
+
+    details = {}
+    for backend in backends:
+        result, failed = preflight.run_preflight({
+            "backend": backend, "flags": REFERENCE_FLAGS, "version_flags": {}, "backends": {}, "extra_flags": {},
+            "sglang_version": "0.5.9", "provenance": {}, "environment": {}, "gpu_facts": REFERENCE_FACTS,
+            "dry_run": "off"})
+        details[backend] = dict(result, refused=failed or result.get("verdict") not in ("supported", "caveat"))
+    return equivalence.plan_equivalents(backends, details)
 
 LEVELS = [1, 8, 32, 64]
 WALL_GOAL = 1.0 / 3.0
@@ -134,6 +161,10 @@ def main() -> int:
                 return 2
     precise = sum(b["precise_real_s"] for b in out)
     fixed = sum(b["fixed_real_s"] for b in out)
+    # with equivalent points: a point that runs an earlier one's kernels costs its preflight and record only
+    equivalents = reference_equivalents([b["backend"] for b in out])
+    distinct = sum(b["precise_real_s"] for b in out if b["backend"] not in equivalents) \
+        + a.point_overhead_s * len(equivalents)
     ratio = precise / fixed
     figures = [lv for b in out for lv in b["levels"]]
     worst = max(abs(lv["error"]) for lv in figures)
@@ -144,6 +175,7 @@ def main() -> int:
     if a.json:
         print(json.dumps({"time_scale": a.time_scale, "precision": a.precision, "backends": out,
                           "precise_real_s": precise, "fixed_real_s": fixed, "ratio": ratio,
+                          "equivalents": equivalents, "precise_distinct_real_s": distinct,
                           "worst_error": worst, "inside": inside, "inside_floor": floor,
                           "figures": len(figures)}, indent=1))
     else:
@@ -165,6 +197,10 @@ def main() -> int:
         print(f"\nprojected real wall time, {len(out)} backends: precision target {precise / 3600:.2f} h, "
               f"fixed default {fixed / 3600:.2f} h: ratio {ratio:.3f} "
               f"(goal <= {WALL_GOAL:.3f}: {'met' if wall_ok else 'MISSED'})")
+        same = ", ".join(f"{b} same_as {e}" for b, e in equivalents.items()) or "none"
+        print(f"with equivalent points ({same}; the reference launch's preflight, sglang 0.5.9): "
+              f"{len(out) - len(equivalents)} of {len(out)} started and measured, projected {distinct / 60:.1f} min "
+              f"(precision target)")
         print(f"figures against the token model: worst error {100 * worst:.2f} % (goal {100 * ERROR_GOAL:.0f} %), "
               f"{inside} of {len(figures)} inside their 95 % interval (at least {floor}) "
               f"({'met' if error_ok else 'MISSED'})")
