@@ -178,3 +178,18 @@ def test_the_cli_and_the_api_hand_the_playbook_the_same_matrix(tmp_path, monkeyp
     assert seen[0]["matrix"] == yaml.safe_load(MATRIX_FILE)["matrix"] and "backends" not in seen[0]
     with pytest.raises(api.MoesweepError, match="not both"):
         api.sweep(None, ["triton"], matrix=path)
+
+
+def test_measure_equivalent_reaches_the_playbook_from_the_cli_and_the_api(tmp_path, monkeypatch):
+    seen = []
+
+    def fake_run(playbook, **kwargs):
+        seen.append(kwargs["extravars"])
+        return SimpleNamespace(rc=0, status="successful", canceled=False)
+
+    monkeypatch.setattr(api, "run_playbook", fake_run)
+    main(["sweep", "--results", str(tmp_path), "--no-progress", "--backends", "triton,flashinfer_cutedsl"])
+    main(["sweep", "--results", str(tmp_path), "--no-progress", "--backends", "triton,flashinfer_cutedsl",
+          "--measure-equivalent"])
+    api.sweep(None, ["triton", "flashinfer_cutedsl"], results_dir=tmp_path, measure_equivalent=True)
+    assert [s["measure_equivalent"] for s in seen] == [False, True, True]
