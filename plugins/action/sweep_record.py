@@ -211,6 +211,12 @@ class ActionModule(ActionBase):
                         record["same_as"]["resolution"])))
                 if a["recorder"]:
                     base["moesweep_record"] = record
+            elif not sweep.get("measure_equivalent"):
+                near = equivalence.near_miss(measured, host, sweep.get("sweep_id"), a["point"], a["launch"],
+                                             a["preflight"])
+                if near:
+                    base["msg"] += " (%s runs its MoE runner too, but differs in %s: measured)" % (
+                        near[0], ", ".join(near[1][:6]))
             return base
         if a["state"] == "previous":
             plan = server_schedule(sweep, host, records.all_records(points_path, sweep.get("sweep_id")), "sweep",

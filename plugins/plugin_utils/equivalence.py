@@ -78,8 +78,15 @@ def _lock(record_or_provenance):
     return prov.get("lock_sha256")
 
 
-def _bench(settings):
-    return json.dumps(settings or {}, sort_keys=True, default=str)
+def _same_bench(recorded, current):
+    """Whether a record's benchmark settings are the ones this point would run with. A record keeps the accuracy
+    threshold resolved (the model family's floor where none was given): an unset one matches it."""
+    a, b = copy.deepcopy(recorded or {}), copy.deepcopy(current or {})
+    acc_a, acc_b = a.get("accuracy") or {}, b.get("accuracy") or {}
+    if acc_a.get("threshold") is None or acc_b.get("threshold") is None:
+        acc_a.pop("threshold", None)
+        acc_b.pop("threshold", None)
+    return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
 
 
 def measured_equivalent(records, host, sweep_id, point, launch, preflight, bench_settings, lock_sha256):
@@ -96,12 +103,44 @@ def measured_equivalent(records, host, sweep_id, point, launch, preflight, bench
             continue
         if rec.get("point") == point:
             continue
-        if _bench((rec.get("benchmark") or {}).get("settings")) != _bench(bench_settings):
+        if not _same_bench((rec.get("benchmark") or {}).get("settings"), bench_settings):
             continue
         if (_lock(rec) or "") != (lock_sha256 or ""):
             continue
         if kernel_path(rec.get("launch"), rec.get("preflight")) == mine:
             found = rec
+    return found
+
+
+def differences(a, b):
+    """The parts of two kernel paths that differ (``flags.NAME``, ``environment.VAR``, ``resolved.FIELD`` or a
+    top-level key), sorted: why two points of the same MoE runner are measured apart."""
+    if a is None or b is None:
+        return ["an undecided resolution"]
+    out = []
+    for key in sorted(set(a) | set(b)):
+        va, vb = a.get(key), b.get(key)
+        if isinstance(va, dict) and isinstance(vb, dict):
+            out += ["%s.%s" % (key, k) for k in sorted(set(va) | set(vb)) if va.get(k) != vb.get(k)]
+        elif va != vb:
+            out.append(key)
+    return out
+
+
+def near_miss(records, host, sweep_id, point, launch, preflight):
+    """(point, differences) of the last passed, measured point of this sweep on ``host`` that runs the same MoE
+    runner as this one but another kernel path; None when there is none."""
+    mine = kernel_path(launch, preflight)
+    if mine is None:
+        return None
+    found = None
+    for rec in records or []:
+        if (rec.get("kind") != "point" or rec.get("host") != host or rec.get("sweep_id") != sweep_id
+                or rec.get("status") != PASSED or rec.get("same_as") or rec.get("point") == point):
+            continue
+        theirs = kernel_path(rec.get("launch"), rec.get("preflight"))
+        if theirs is not None and theirs["moe_runner"] == mine["moe_runner"] and theirs != mine:
+            found = (rec.get("point"), differences(theirs, mine))
     return found
 
 

@@ -176,7 +176,8 @@ def test_four_backend_sweep_refused_benchmarked_and_left_on_the_best(bench_clust
         assert recs[name]["status"] == "passed", (name, recs[name]["failed_msg"])
     # triton reaches the cutlass_moe_fp4 flashinfer_cutedsl ran (0.5.9, NVFP4, SM120, no DeepEP): not started,
     # recorded on its figures, with the rules that say so; flashinfer_cutlass is another kernel, measured
-    same = recs["triton"]["same_as"]
+    same = recs["triton"].get("same_as")
+    assert same, re.findall(r"point triton: [^\n]*", proc.stdout)
     assert same["point"] == "flashinfer_cutedsl" and same["moe_runner"] == "cutlass" and same["evidence"], same
     assert recs["triton"]["benchmark"] == recs["flashinfer_cutedsl"]["benchmark"]
     assert recs["triton"]["launch"]["flags"]["moe-runner-backend"] == "triton"

@@ -20,6 +20,7 @@ import sys
 
 import pytest
 import yaml
+from conftest import wait_for
 
 from moesweep.runner import run_ansible
 from moesweep.sim import hub
@@ -175,7 +176,7 @@ def test_the_staging_wait_reports_a_slow_downloads_progress_then_a_rerun_finishe
 
 def test_a_stop_during_staging_ends_the_download_at_the_next_poll_and_keeps_its_bytes(bare, tmp_path):
     # the sweep's stop file (what Ctrl-C, SIGTERM or the API create) appears while the weights arrive: the wait's
-    # next poll ends the job's processes, the task fails as a stop, the .incomplete bytes stay for the next stage
+    # next poll ends the job's processes and the task fails as a stop
     cluster, _settings, _results = bare
     host = cluster.names[0]
     dest = "/var/tmp/stage-stopped"
@@ -205,11 +206,16 @@ def test_a_stop_during_staging_ends_the_download_at_the_next_poll_and_keeps_its_
     assert shown["failed"] is True and shown["moesweep_stop"] is True, shown
     assert "the sweep was asked to stop" in shown["msg"] and "kept" in shown["msg"], shown["msg"]
     assert shown["downloaded"] is False and shown["repo_id"] == REPO_ID
-    left = cluster.sh(host, "pgrep -af '[m]odel_stage|[s]napshot_download|[A]nsiballZ' || true").stdout
-    assert not left.strip(), left
-    kept = cluster.sh(host, f"find {dest}/.cache/huggingface/download -name '*.incomplete' -size +0 | wc -l").stdout
-    assert int(kept) >= 1, kept
-    assert cluster.sh(host, f"test -e {dest}/model.safetensors").returncode != 0  # never finished
+    # the job's processes are gone; async_wrapper's watcher, outside the job's group, notices at its next check (5 s)
+    def left():
+        return cluster.sh(host, "pgrep -af '[m]odel_stage|[s]napshot_download|[A]nsiballZ' || true").stdout.strip()
+    try:
+        wait_for(lambda: not left(), timeout=20, what="the staging job's processes to end")
+    except AssertionError:
+        raise AssertionError(left()) from None
+    # the weights never finished; what the client had written of them stays for the next stage (it writes in 10 MB
+    # chunks: of the stand-in's 1 MiB nothing yet, test_model_stage.py keeps 10 MiB of a 24 MiB file)
+    assert cluster.sh(host, f"test -e {dest}/model.safetensors").returncode != 0
 
 
 def test_a_hub_that_goes_away_is_named_and_a_byte_flipped_in_place_is_fetched_again(bare):
@@ -217,16 +223,16 @@ def test_a_hub_that_goes_away_is_named_and_a_byte_flipped_in_place_is_fetched_ag
     host = cluster.names[0]
     dest = "/var/tmp/stage-down"
     want = hashlib.sha256((hub.root() / REPO_ID / "model.safetensors").read_bytes()).hexdigest()
-    # the hub stops listening after 64 KiB of the weights: the stage fails naming the client's error, the bytes
-    # received stay for the next stage
+    # the hub stops listening after 64 KiB of the weights: the stage fails naming the client's error, not as files
+    # that "still differ". (The client writes what it receives in 10 MB chunks: of the stand-in's 1 MiB nothing is
+    # kept; the unit test cuts a 24 MiB file after 12 and resumes from the 10 kept.)
     with _knob_hub(cluster.hosts[0].gateway, {"MOESWEEP_SIM_HUB_CUT_AFTER": "65536",
                                               "MOESWEEP_SIM_HUB_DOWN_AFTER_CUT": "1"}) as url:
         out, result = _stage(cluster, host, url, dest)
-    assert out.returncode != 0 and "the hub could not be reached: " in result["msg"], out.stdout[-3000:]
-    assert "still differ" not in result["msg"] and "bytes of unfinished files are kept" in result["msg"]
-    kept = cluster.sh(host, f"find {dest}/.cache/huggingface/download -name '*.incomplete' -size +0 | wc -l").stdout
-    assert int(kept) >= 1, kept
-    # the hub back: the stage finishes from those bytes
+    assert out.returncode != 0, out.stdout[-3000:]
+    assert "the hub could not be reached: " in result["msg"], result["msg"]
+    assert "still differ" not in result["msg"], result["msg"]
+    # the hub back: the stage finishes
     out, result = _stage(cluster, host, cluster.hosts[0].extra["hub_url"], dest)
     assert out.returncode == 0 and result["downloaded"] is True, out.stdout[-3000:]
     # one byte flipped in place at the same size: the re-run reads what the marker no longer vouches for (its mtime

@@ -107,3 +107,26 @@ def test_the_same_as_record_keeps_its_own_launch_and_names_the_measured_point_wi
 def test_the_plans_prediction(points, expected):
     details = {p: dict(check(p), refused=check(p)["verdict"] not in ("supported", "caveat")) for p in points}
     assert equivalence.plan_equivalents(points, details) == expected
+
+
+def test_a_records_resolved_accuracy_threshold_matches_an_unset_one():
+    # the record keeps the model family's floor where the settings left it unset; another threshold differs
+    triton = check("triton")
+    acc = {"enabled": True, "questions": 8, "threshold": None}
+    measured = measured_record("flashinfer_cutedsl")
+    measured["benchmark"]["settings"] = dict(BENCH, accuracy=dict(acc, threshold=0.8))
+
+    def find(threshold):
+        return equivalence.measured_equivalent([measured], "h1", "s1", "triton", triton["launch"], triton,
+                                               dict(BENCH, accuracy=dict(acc, threshold=threshold)), None)
+
+    assert find(None) is measured and find(0.8) is measured and find(0.5) is None
+
+
+def test_a_point_of_the_same_moe_runner_measured_apart_says_what_differs():
+    other = check("flashinfer_cutedsl", flags=dict(FLAGS, **{"max-running-requests": 32}))
+    measured = measured_record("flashinfer_cutedsl")
+    near = equivalence.near_miss([measured], "h1", "s1", "triton", other["launch"], other)
+    assert near == ("flashinfer_cutedsl", ["flags.max-running-requests"])
+    triton = check("triton")
+    assert equivalence.near_miss([measured], "h1", "s1", "triton", triton["launch"], triton) is None  # equal
