@@ -188,8 +188,12 @@ def timed_sweep(inventory: Path, results: Path, time_scale: float, *args: str,
         args = (*args, "-e", "sweep_strategy=" + strategy)
     if interval:
         env["ANSIBLE_INTERNAL_POLL_INTERVAL"] = interval
+    # measure_equivalent: every point starts its own server and is benchmarked, so the overhead per point is the one
+    # the guard has always measured (auto, flashinfer_cutedsl and triton run the same kernels on this host: a user's
+    # sweep records two of them same_as the first and starts them not at all)
     settings = {"sglang_server_extra_environment": {"MOESWEEP_SIM_TIME_SCALE": str(time_scale), **SIM_RATES},
-                "sglang_server_ready_timeout": 600, "results_dir": str(results), "rerun": True, **SMALL_BENCH}
+                "sglang_server_ready_timeout": 600, "results_dir": str(results), "rerun": True,
+                "measure_equivalent": True, **SMALL_BENCH}
     t0, cpu0, groups0 = time.monotonic(), cpu_busy_s(), sim_cgroup_usage_s()
     proc = run_ansible("ansible-playbook", "-i", str(inventory), "sweep.yml", "-e", json.dumps(settings),
                        "-e", "backends=" + ",".join(BACKENDS), *args, check=False, env=env or None)
