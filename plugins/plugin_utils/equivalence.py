@@ -89,25 +89,24 @@ def _same_bench(recorded, current):
     return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
 
 
+def _measured(records, host, sweep_id, point):
+    """The records of this sweep's other points on ``host`` that passed and were measured (not ``same_as``)."""
+    for rec in records or []:
+        if (rec.get("kind") == "point" and rec.get("host") == host and rec.get("sweep_id") == sweep_id
+                and rec.get("status") == PASSED and not rec.get("same_as") and rec.get("point") != point):
+            yield rec
+
+
 def measured_equivalent(records, host, sweep_id, point, launch, preflight, bench_settings, lock_sha256):
     """The record of another point of this sweep on ``host`` that passed, was measured (not itself ``same_as``)
     and runs the same kernel path as ``point`` under the same benchmark settings and stack; None otherwise. The
     last such record wins (a point measured again)."""
     mine = kernel_path(launch, preflight)
-    if mine is None:
-        return None
     found = None
-    for rec in records or []:
-        if (rec.get("kind") != "point" or rec.get("host") != host or rec.get("sweep_id") != sweep_id
-                or rec.get("status") != PASSED or rec.get("same_as")):
-            continue
-        if rec.get("point") == point:
-            continue
-        if not _same_bench((rec.get("benchmark") or {}).get("settings"), bench_settings):
-            continue
-        if (_lock(rec) or "") != (lock_sha256 or ""):
-            continue
-        if kernel_path(rec.get("launch"), rec.get("preflight")) == mine:
+    for rec in _measured(records, host, sweep_id, point) if mine is not None else ():
+        if (_same_bench((rec.get("benchmark") or {}).get("settings"), bench_settings)
+                and (_lock(rec) or "") == (lock_sha256 or "")
+                and kernel_path(rec.get("launch"), rec.get("preflight")) == mine):
             found = rec
     return found
 
@@ -115,8 +114,6 @@ def measured_equivalent(records, host, sweep_id, point, launch, preflight, bench
 def differences(a, b):
     """The parts of two kernel paths that differ (``flags.NAME``, ``environment.VAR``, ``resolved.FIELD`` or a
     top-level key), sorted: why two points of the same MoE runner are measured apart."""
-    if a is None or b is None:
-        return ["an undecided resolution"]
     out = []
     for key in sorted(set(a) | set(b)):
         va, vb = a.get(key), b.get(key)
@@ -131,13 +128,8 @@ def near_miss(records, host, sweep_id, point, launch, preflight):
     """(point, differences) of the last passed, measured point of this sweep on ``host`` that runs the same MoE
     runner as this one but another kernel path; None when there is none."""
     mine = kernel_path(launch, preflight)
-    if mine is None:
-        return None
     found = None
-    for rec in records or []:
-        if (rec.get("kind") != "point" or rec.get("host") != host or rec.get("sweep_id") != sweep_id
-                or rec.get("status") != PASSED or rec.get("same_as") or rec.get("point") == point):
-            continue
+    for rec in _measured(records, host, sweep_id, point) if mine is not None else ():
         theirs = kernel_path(rec.get("launch"), rec.get("preflight"))
         if theirs is not None and theirs["moe_runner"] == mine["moe_runner"] and theirs != mine:
             found = (rec.get("point"), differences(theirs, mine))

@@ -159,9 +159,9 @@ def test_a_bad_matrix_file_is_refused_before_anything_runs(text, extra, needle, 
     assert needle in err and "Traceback" not in err
 
 
-def test_the_cli_and_the_api_hand_the_playbook_the_same_matrix(tmp_path, monkeypatch):
-    import yaml
-
+@pytest.fixture
+def handed(monkeypatch):
+    """The extra variables each sweep hands ansible-playbook (the runner replaced: nothing runs)."""
     seen = []
 
     def fake_run(playbook, **kwargs):
@@ -169,6 +169,13 @@ def test_the_cli_and_the_api_hand_the_playbook_the_same_matrix(tmp_path, monkeyp
         return SimpleNamespace(rc=0, status="successful", canceled=False)
 
     monkeypatch.setattr(api, "run_playbook", fake_run)
+    return seen
+
+
+def test_the_cli_and_the_api_hand_the_playbook_the_same_matrix(tmp_path, handed):
+    import yaml
+
+    seen = handed
     path = tmp_path / "matrix.yml"
     path.write_text(MATRIX_FILE)
     main(["sweep", "--results", str(tmp_path), "--no-progress", "--matrix", str(path)])
@@ -180,14 +187,8 @@ def test_the_cli_and_the_api_hand_the_playbook_the_same_matrix(tmp_path, monkeyp
         api.sweep(None, ["triton"], matrix=path)
 
 
-def test_measure_equivalent_reaches_the_playbook_from_the_cli_and_the_api(tmp_path, monkeypatch):
-    seen = []
-
-    def fake_run(playbook, **kwargs):
-        seen.append(kwargs["extravars"])
-        return SimpleNamespace(rc=0, status="successful", canceled=False)
-
-    monkeypatch.setattr(api, "run_playbook", fake_run)
+def test_measure_equivalent_reaches_the_playbook_from_the_cli_and_the_api(tmp_path, handed):
+    seen = handed
     main(["sweep", "--results", str(tmp_path), "--no-progress", "--backends", "triton,flashinfer_cutedsl"])
     main(["sweep", "--results", str(tmp_path), "--no-progress", "--backends", "triton,flashinfer_cutedsl",
           "--measure-equivalent"])
