@@ -66,10 +66,10 @@ author:
   - moesweep contributors (!UNKNOWN)
 extends_documentation_fragment:
   - moesweep.sweep.attributes
+  - moesweep.sweep.attributes.ACTION
 attributes:
   action:
     support: full
-    details: The action plugin reads O(stop_file) on the controller.
   check_mode:
     support: full
     details: It only reads the job's files; in check mode it reports their state once, without waiting, and never
