@@ -29,6 +29,7 @@ import copy
 import hashlib
 import json
 
+from ansible_collections.moesweep.sweep.plugins.plugin_utils import records
 from ansible_collections.moesweep.sweep.plugins.plugin_utils.status import PASSED
 
 # the MoE runner's own flag and resolved field: the rest of the launch must be equal
@@ -150,12 +151,8 @@ def same_as_record(measured, point, launch, preflight, config_hash, started, fin
         "finished": finished,
         "seconds": 0.0,
         "readiness": {},
-        "launch": {k: v for k, v in (launch or {}).items()
-                   if k in ("argv", "command_line", "flags", "port", "host", "environment",
-                            "secret_environment_keys", "sglang_version", "launch_hash")},
-        "preflight": {k: v for k, v in (preflight or {}).items()
-                      if k in ("verdict", "msg", "reasons", "citations", "alternatives", "preflight_warnings",
-                               "advice", "forced", "effective_backend", "sm", "dry_run")},
+        "launch": {k: v for k, v in (launch or {}).items() if k in records.LAUNCH_KEYS},
+        "preflight": {k: v for k, v in (preflight or {}).items() if k in records.PREFLIGHT_KEYS},
         "same_as": {
             "point": measured.get("point"),
             "backend": measured.get("backend"),

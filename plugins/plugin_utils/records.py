@@ -176,6 +176,12 @@ def diagnosis_of(benchmark, reference_concurrency):
     return None
 
 
+# What a record keeps of a point's launch plan and of its preflight's result.
+LAUNCH_KEYS = ("argv", "command_line", "flags", "port", "host", "environment", "secret_environment_keys",
+               "sglang_version", "launch_hash")
+PREFLIGHT_KEYS = ("verdict", "msg", "reasons", "citations", "alternatives", "preflight_warnings", "advice", "forced",
+                  "effective_backend", "sm", "dry_run")
+
 # What a record keeps of the model it served (model_stage's result, or the local directory of a pre-staged model).
 MODEL_KEYS = ("repo_id", "revision", "local_path", "bytes", "downloaded")
 
@@ -222,12 +228,8 @@ def build_point_record(ctx):
         "facts": ctx.get("facts") or {},
         "provenance": ctx.get("provenance") or {},
         "model": model_of(ctx.get("model"), launch),
-        "launch": dict(_pick(launch, ("argv", "command_line", "flags", "port", "host", "environment",
-                                      "secret_environment_keys", "sglang_version", "launch_hash")),
-                       unit_sha256=ctx.get("unit_sha256")),
-        "preflight": _pick(preflight, ("verdict", "msg", "reasons", "citations", "alternatives",
-                                       "preflight_warnings", "advice", "forced", "effective_backend", "sm",
-                                       "dry_run")),
+        "launch": dict(_pick(launch, LAUNCH_KEYS), unit_sha256=ctx.get("unit_sha256")),
+        "preflight": _pick(preflight, PREFLIGHT_KEYS),
         "readiness": _pick(readiness, READINESS_KEYS),
         "smoke": _pick(smoke, ("state", "answers", "reasons", "agreement", "model", "crash", "elapsed")),
         "accuracy": dict(_pick(accuracy, ACCURACY_KEYS), settings=ctx.get("accuracy_settings") or {}),
